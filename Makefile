@@ -1,0 +1,26 @@
+# Targets of this repository. Run `make help` for the list.
+
+.PHONY: help
+.PHONY: generate check-generate
+
+# The generator is pinned in tools/go.mod so that library users never inherit it.
+OAPI_CODEGEN := go tool -modfile=tools/go.mod oapi-codegen
+GEN_CONFIG := gen/oapi-codegen.yaml
+GEN_OUTPUT := gen/box.gen.go
+SPEC := api/openapi.yaml
+
+help: ## List the targets.
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-16s %s\n", $$1, $$2}'
+
+generate: ## Regenerate gen/ from api/openapi.yaml.
+	$(OAPI_CODEGEN) -config $(GEN_CONFIG) $(SPEC)
+
+check-generate: ## Fail if gen/ is not what api/openapi.yaml generates.
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	sed 's|^output:.*|output: '"$$tmp"'/box.gen.go|' $(GEN_CONFIG) > "$$tmp/config.yaml" && \
+	$(OAPI_CODEGEN) -config "$$tmp/config.yaml" $(SPEC) && \
+	if ! diff -u $(GEN_OUTPUT) "$$tmp/box.gen.go" > "$$tmp/diff"; then \
+		head -n 40 "$$tmp/diff"; \
+		echo "check-generate: $(GEN_OUTPUT) is stale or was edited by hand; run 'make generate' and commit the result." >&2; \
+		exit 1; \
+	fi

@@ -1,0 +1,384 @@
+package api_test
+
+import (
+	"fmt"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/upstash/box-go/api"
+	"github.com/upstash/box-go/gen"
+)
+
+// wantOperationIDs is every operation the API has; gen/ names its Go identifiers
+// after them, so renaming one is a breaking change for the SDK and boxd.
+var wantOperationIDs = []string{
+	// boxes
+	"createBox", "listBoxes", "deleteBoxes", "getBox", "deleteBox", "createBoxFromSnapshot",
+	"getBoxStatus", "pauseBox", "resumeBox", "getBoxLogs", "listBoxRuns", "getBoxRun",
+	"cancelRun", "getInitCommand", "setInitCommand", "deleteInitCommand", "configureModel",
+	"configureCustomRunner", "updateNetworkPolicy", "addSkill", "removeSkill", "addLabel",
+	"removeLabel", "updateGitConfig",
+	// snapshots
+	"createSnapshot", "listSnapshots", "deleteSnapshot", "deleteSnapshots",
+	// account env
+	"listEnv", "setAllEnv", "setEnv", "deleteEnv",
+	// exec
+	"execCommand", "execCode", "execStream", "codeStream", "execSession",
+	// files
+	"readFile", "writeFile", "listFiles", "uploadFiles", "downloadFile", "statFile",
+	"makeDirectory", "renameFile", "removeFile",
+	// git
+	"gitClone", "gitStatus", "gitDiff", "gitCommit", "gitPush", "gitCheckout", "gitCreatePR",
+	"gitCreateIssue", "gitExec",
+	// agent
+	"runAgent", "streamAgentRun",
+	// schedules
+	"createSchedule", "listSchedules", "getSchedule", "updateSchedule", "deleteSchedule",
+	"pauseSchedule", "resumeSchedule",
+	// public URLs
+	"createPreview", "listPreviews", "deletePreview",
+	// browser
+	"createBrowserTab", "listBrowserTabs", "closeBrowserTab", "browserGoto", "getBrowserContent",
+	"browserScreenshot", "browserExtract", "browserObserve", "browserAct", "browserConnect",
+	"browserScreencast",
+	// recordings
+	"startBrowserRecording", "stopBrowserRecording", "listBrowserRecordings",
+	"getBrowserRecording", "downloadBrowserRecording", "getBrowserRecordingPlaylist",
+}
+
+// designedOperations are the operations whose wire no client the server is tested
+// with sends; each must say so with x-box-origin: designed.
+var designedOperations = []string{
+	"updateSchedule", "statFile", "makeDirectory", "renameFile", "removeFile", "execSession",
+	"gitCreateIssue",
+	"createBrowserTab", "listBrowserTabs", "closeBrowserTab", "browserGoto", "getBrowserContent",
+	"browserScreenshot", "browserExtract", "browserObserve", "browserAct", "browserConnect",
+	"browserScreencast",
+	"startBrowserRecording", "stopBrowserRecording", "listBrowserRecordings",
+	"getBrowserRecording", "downloadBrowserRecording", "getBrowserRecordingPlaylist",
+}
+
+// designedProperties are designed fields of otherwise observed schemas.
+var designedProperties = map[string][]string{
+	"BoxData":                  {"browser"},
+	"CreateBoxRequest":         {"browser"},
+	"GitCloneRequest":          {"depth", "directory"},
+	"CreatePullRequestRequest": {"attach"},
+	"PullRequest":              {"warning"},
+	"GitExecResponse":          {"exit_code"},
+}
+
+// wireNameExceptions are JSON keys that are not snake_case on the wire, as observed.
+var wireNameExceptions = map[string]bool{
+	"toolCallId": true, // tool events of custom harnesses
+	"execId":     true, // exec session frames
+	"graceMs":    true,
+}
+
+var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+
+func loadSpec(t *testing.T) *openapi3.T {
+	t.Helper()
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(api.Spec)
+	if err != nil {
+		t.Fatalf("load openapi.yaml: %v", err)
+	}
+	return doc
+}
+
+type operation struct {
+	method, path string
+	op           *openapi3.Operation
+}
+
+// operations returns every operation of the document, in a stable order.
+func operations(doc *openapi3.T) []operation {
+	var ops []operation
+	for _, path := range slices.Sorted(maps.Keys(doc.Paths.Map())) {
+		item := doc.Paths.Value(path)
+		for _, method := range slices.Sorted(maps.Keys(item.Operations())) {
+			ops = append(ops, operation{method: method, path: path, op: item.GetOperation(method)})
+		}
+	}
+	return ops
+}
+
+func TestSpecIsValid(t *testing.T) {
+	doc := loadSpec(t)
+	if doc.OpenAPI != "3.0.3" {
+		t.Errorf("openapi version = %q, want 3.0.3", doc.OpenAPI)
+	}
+	if err := doc.Validate(t.Context()); err != nil {
+		t.Fatalf("openapi.yaml is not a valid OpenAPI document: %v", err)
+	}
+}
+
+func TestOperationIDs(t *testing.T) {
+	doc := loadSpec(t)
+	got := map[string]string{}
+	for _, o := range operations(doc) {
+		where := o.method + " " + o.path
+		if o.op.OperationID == "" {
+			t.Errorf("%s has no operationId", where)
+			continue
+		}
+		if prev, dup := got[o.op.OperationID]; dup {
+			t.Errorf("operationId %s is used by both %s and %s", o.op.OperationID, prev, where)
+		}
+		got[o.op.OperationID] = where
+	}
+	for _, id := range wantOperationIDs {
+		if _, ok := got[id]; !ok {
+			t.Errorf("operation %s is missing", id)
+		}
+	}
+	for id, where := range got {
+		if !slices.Contains(wantOperationIDs, id) {
+			t.Errorf("operation %s (%s) is not in wantOperationIDs; add it there if it is meant to exist", id, where)
+		}
+	}
+}
+
+func TestErrorResponsesUseErrorResponse(t *testing.T) {
+	doc := loadSpec(t)
+	const want = "#/components/schemas/ErrorResponse"
+	for _, o := range operations(doc) {
+		for code, ref := range o.op.Responses.Map() {
+			if !strings.HasPrefix(code, "4") && !strings.HasPrefix(code, "5") && code != "default" {
+				continue
+			}
+			where := fmt.Sprintf("%s: response %s", o.op.OperationID, code)
+			if ref.Ref == "" {
+				t.Errorf("%s is inline; use a shared components/responses entry", where)
+			}
+			if len(ref.Value.Content) != 1 {
+				t.Errorf("%s has %d content types, want exactly application/json", where, len(ref.Value.Content))
+			}
+			media := ref.Value.Content.Get("application/json")
+			if media == nil || media.Schema == nil || media.Schema.Ref != want {
+				t.Errorf("%s does not use %s", where, want)
+			}
+		}
+	}
+	schema := doc.Components.Schemas["ErrorResponse"]
+	if schema == nil {
+		t.Fatal("schema ErrorResponse is missing")
+	}
+	if !slices.Equal(schema.Value.Required, []string{"error"}) || len(schema.Value.Properties) != 1 ||
+		!schema.Value.Properties["error"].Value.Type.Is(openapi3.TypeString) {
+		t.Errorf(`ErrorResponse must be exactly {"error": string} (required)`)
+	}
+}
+
+func TestSecurity(t *testing.T) {
+	doc := loadSpec(t)
+	schemes := doc.Components.SecuritySchemes
+	if len(schemes) != 1 {
+		t.Fatalf("want exactly one security scheme, got %d", len(schemes))
+	}
+	for name, ref := range schemes {
+		s := ref.Value
+		if s.Type != "apiKey" || s.In != "header" || s.Name != "X-Box-Api-Key" {
+			t.Errorf("security scheme %s = {type %q, in %q, name %q}, want apiKey in header X-Box-Api-Key",
+				name, s.Type, s.In, s.Name)
+		}
+		if len(doc.Security) != 1 {
+			t.Fatalf("global security = %v, want exactly [{%s: []}]", doc.Security, name)
+		}
+		if _, ok := doc.Security[0][name]; !ok || len(doc.Security[0]) != 1 {
+			t.Errorf("global security = %v, want exactly [{%s: []}]", doc.Security, name)
+		}
+	}
+	for _, o := range operations(doc) {
+		if o.op.Security != nil {
+			t.Errorf("%s overrides the global security requirement", o.op.OperationID)
+		}
+	}
+}
+
+func TestDesignedWireIsMarked(t *testing.T) {
+	doc := loadSpec(t)
+	byID := map[string]*openapi3.Operation{}
+	for _, o := range operations(doc) {
+		byID[o.op.OperationID] = o.op
+		checkProvenance(t, o.op.OperationID, o.op.Extensions)
+		for _, p := range o.op.Parameters {
+			checkProvenance(t, o.op.OperationID+" parameter "+p.Value.Name, p.Value.Extensions)
+		}
+	}
+	for _, id := range designedOperations {
+		if op := byID[id]; op == nil || op.Extensions["x-box-origin"] != "designed" {
+			t.Errorf("operation %s must be marked x-box-origin: designed", id)
+		}
+	}
+	for schema, props := range designedProperties {
+		for _, prop := range props {
+			p := doc.Components.Schemas[schema].Value.Properties[prop]
+			if p == nil || p.Value.Extensions["x-box-origin"] != "designed" {
+				t.Errorf("%s.%s must be marked x-box-origin: designed", schema, prop)
+			}
+		}
+	}
+	for _, c := range []struct{ op, param string }{
+		{"readFile", "offset"}, {"readFile", "length"}, {"deleteSnapshots", "all"},
+	} {
+		p := byID[c.op].Parameters.GetByInAndName("query", c.param)
+		if p == nil || p.Extensions["x-box-origin"] != "designed" {
+			t.Errorf("%s query parameter %s must be marked x-box-origin: designed", c.op, c.param)
+		}
+	}
+	if r := doc.Components.Responses["PayloadTooLarge"]; r == nil || r.Value.Extensions["x-box-origin"] != "designed" {
+		t.Error("response PayloadTooLarge (413) must be marked x-box-origin: designed")
+	}
+	for name, s := range doc.Components.Schemas {
+		checkProvenance(t, "schema "+name, s.Value.Extensions)
+		for prop, p := range s.Value.Properties {
+			checkProvenance(t, "schema "+name+"."+prop, p.Value.Extensions)
+		}
+	}
+}
+
+// checkProvenance checks the values of the provenance extensions where present.
+func checkProvenance(t *testing.T, where string, ext map[string]any) {
+	t.Helper()
+	origin, hasOrigin := ext["x-box-origin"]
+	if hasOrigin && origin != "designed" {
+		t.Errorf("%s: x-box-origin = %v, want designed", where, origin)
+	}
+	if evidence, ok := ext["x-box-evidence"]; ok {
+		if evidence != "newer-sdk" && evidence != "none" {
+			t.Errorf("%s: x-box-evidence = %v, want newer-sdk or none", where, evidence)
+		}
+		if !hasOrigin {
+			t.Errorf("%s: x-box-evidence without x-box-origin", where)
+		}
+	}
+}
+
+func TestWireNamesAreSnakeCase(t *testing.T) {
+	doc := loadSpec(t)
+	var walk func(where string, s *openapi3.SchemaRef)
+	seen := map[*openapi3.Schema]bool{}
+	walk = func(where string, s *openapi3.SchemaRef) {
+		if s == nil || s.Value == nil || seen[s.Value] {
+			return
+		}
+		seen[s.Value] = true
+		for name, p := range s.Value.Properties {
+			if !snakeCase.MatchString(name) && !wireNameExceptions[name] {
+				t.Errorf("%s: property %q is not snake_case", where, name)
+			}
+			walk(where+"."+name, p)
+		}
+		walk(where+"[]", s.Value.Items)
+		for _, sub := range s.Value.AllOf {
+			walk(where, sub)
+		}
+	}
+	for name, s := range doc.Components.Schemas {
+		walk(name, s)
+	}
+	for _, o := range operations(doc) {
+		for _, p := range o.op.Parameters {
+			if p.Value.In == "query" && !snakeCase.MatchString(p.Value.Name) {
+				t.Errorf("%s: query parameter %q is not snake_case", o.op.OperationID, p.Value.Name)
+			}
+		}
+	}
+}
+
+func TestRequestBodiesAreNamedComponents(t *testing.T) {
+	doc := loadSpec(t)
+	for _, o := range operations(doc) {
+		if o.op.RequestBody == nil {
+			continue
+		}
+		for ct, media := range o.op.RequestBody.Value.Content {
+			if media.Schema == nil || media.Schema.Ref == "" {
+				t.Errorf("%s: %s request body must be a $ref to a components schema", o.op.OperationID, ct)
+			}
+		}
+	}
+}
+
+// samplePath fills the path template with values the server can bind.
+func samplePath(path string) string {
+	return regexp.MustCompile(`\{([^}]+)\}`).ReplaceAllStringFunc(path, func(m string) string {
+		if m == "{port}" {
+			return "3000"
+		}
+		return "x-" + strings.Trim(m, "{}")
+	})
+}
+
+// TestGeneratedRoutes registers the generated std-http routes (which panics on a
+// ServeMux pattern conflict) and checks that every operation's path reaches its own
+// route: literal segments such as /v2/box/snapshots must win over /v2/box/{id}.
+func TestGeneratedRoutes(t *testing.T) {
+	doc := loadSpec(t)
+	var matched, label, envKey string
+	record := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			matched, label, envKey = r.Pattern, r.PathValue("label"), r.PathValue("key")
+			w.WriteHeader(http.StatusNoContent)
+		})
+	}
+	var handler http.Handler
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Fatalf("registering the generated routes panicked: %v", p)
+			}
+		}()
+		handler = gen.HandlerWithOptions(gen.NewStrictHandler(nil, nil), gen.StdHTTPServerOptions{
+			Middlewares: []gen.MiddlewareFunc{record},
+		})
+	}()
+
+	serve := func(method, target string) (int, string) {
+		matched = ""
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, httptest.NewRequest(method, target, nil))
+		return rec.Code, matched
+	}
+	for _, o := range operations(doc) {
+		if o.op.OperationID == "execSession" {
+			continue // registered by hand: a strict handler cannot upgrade to WebSocket
+		}
+		query := []string{}
+		for _, p := range o.op.Parameters {
+			if p.Value.In == "query" && p.Value.Required {
+				query = append(query, p.Value.Name+"=x")
+			}
+		}
+		target := samplePath(o.path)
+		if len(query) > 0 {
+			target += "?" + strings.Join(query, "&")
+		}
+		want := strings.ToUpper(o.method) + " " + o.path
+		if code, got := serve(o.method, target); code != http.StatusNoContent || got != want {
+			t.Errorf("%s %s (%s) reached %q with status %d, want route %q",
+				o.method, target, o.op.OperationID, got, code, want)
+		}
+	}
+
+	// Wire details from the reference: skill ids arrive with raw slashes, labels and env
+	// keys arrive URL-encoded.
+	if _, got := serve(http.MethodDelete, "/v2/box/b1/config/skills/owner/repo/skill-name"); got != "DELETE /v2/box/{id}/config/skills/{owner}/{repo}/{skill}" {
+		t.Errorf("skill removal reached %q", got)
+	}
+	if _, got := serve(http.MethodDelete, "/v2/box/b1/config/labels/env%3Aprod"); got != "DELETE /v2/box/{id}/config/labels/{label}" || label != "env:prod" {
+		t.Errorf("label removal reached %q with label %q, want env:prod", got, label)
+	}
+	if _, got := serve(http.MethodPut, "/v2/box/settings/env/MY%20KEY%2FSLASH"); got != "PUT /v2/box/settings/env/{key}" || envKey != "MY KEY/SLASH" {
+		t.Errorf("env upsert reached %q with key %q, want %q", got, envKey, "MY KEY/SLASH")
+	}
+}
