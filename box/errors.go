@@ -1,0 +1,127 @@
+package box
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// maxErrorBody bounds how much of an error response is read.
+const maxErrorBody = 1 << 20
+
+// Error is the error returned for every non-2xx response of the Box API.
+// Reach it with [errors.As], or use [StatusCode] and [IsNotFound]:
+//
+//	var apiErr *box.Error
+//	if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusConflict { ... }
+//
+// Errors raised before a response arrives (validation, cancellation,
+// connection failures) are not *Error.
+type Error struct {
+	// StatusCode is the HTTP status of the response, e.g. 404.
+	StatusCode int
+	// Message is the server's "error" field, or "Request failed with
+	// status <code>" when the body has none.
+	Message string
+	// RetryAfter is the wait the server asked for in a Retry-After header
+	// (typically with 429 or 503), or 0 when it sent none.
+	RetryAfter time.Duration
+	// Method and Path identify the request, e.g. "POST" and
+	// "/v2/box/abc/exec". Path is escaped and never includes the query.
+	Method string
+	Path   string
+}
+
+// Error returns e.g. "box: POST /v2/box/abc/exec: 404 box not found".
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("box: ")
+	if e.Method != "" || e.Path != "" {
+		b.WriteString(strings.TrimSpace(e.Method + " " + e.Path))
+		b.WriteString(": ")
+	}
+	b.WriteString(strconv.Itoa(e.StatusCode))
+	if e.Message != "" {
+		b.WriteByte(' ')
+		b.WriteString(e.Message)
+	}
+	return b.String()
+}
+
+// newAPIError turns a non-2xx response into an *Error. It reads at most
+// 1 MiB of the body, then closes it. The message is the body's "error"
+// field when that is a non-empty string, else "Request failed with status
+// <code>" (also for bodies that are not JSON or are too large to parse).
+func newAPIError(resp *http.Response) *Error {
+	e := &Error{
+		StatusCode: resp.StatusCode,
+		Message:    fmt.Sprintf("Request failed with status %d", resp.StatusCode),
+	}
+	if req := resp.Request; req != nil {
+		e.Method = req.Method
+		if req.URL != nil {
+			e.Path = req.URL.EscapedPath()
+		}
+	}
+	if ra, ok := parseRetryAfter(resp.Header, time.Now()); ok {
+		e.RetryAfter = ra
+	}
+	if resp.Body != nil {
+		data, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody+1))
+		resp.Body.Close()
+		if err == nil && len(data) <= maxErrorBody {
+			var body struct {
+				Error json.RawMessage `json:"error"`
+			}
+			var msg string
+			if json.Unmarshal(data, &body) == nil && json.Unmarshal(body.Error, &msg) == nil && msg != "" {
+				e.Message = msg
+			}
+		}
+	}
+	return e
+}
+
+// parseRetryAfter reads a Retry-After header given as delay-seconds or as
+// an HTTP date (relative to now). A date in the past yields 0. ok is false
+// when the header is absent or malformed.
+func parseRetryAfter(h http.Header, now time.Time) (d time.Duration, ok bool) {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs < 0 {
+			return 0, false
+		}
+		const maxSecs = int64(1<<63-1) / int64(time.Second)
+		if secs > maxSecs {
+			secs = maxSecs
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+// StatusCode returns the HTTP status of the *Error in err's chain, or 0 if
+// there is none (for example a connection failure or a nil err).
+func StatusCode(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.StatusCode
+	}
+	return 0
+}
+
+// IsNotFound reports whether err is, or wraps, an *Error with status 404.
+func IsNotFound(err error) bool {
+	return StatusCode(err) == http.StatusNotFound
+}
