@@ -1,0 +1,2 @@
+// Package conformance runs official Upstash Box SDKs against boxd.
+package conformance

@@ -1,0 +1,217 @@
+package conformance_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/upstash/box-go/boxtest"
+)
+
+const (
+	// jsSDKVersion is the exact @upstash/box release pinned in js/package.json.
+	jsSDKVersion = "0.5.5"
+	// npmInstallTimeout bounds `npm ci` when node_modules is missing or stale.
+	npmInstallTimeout = 5 * time.Minute
+	// scriptTimeout bounds one run of the conformance script.
+	scriptTimeout = 3 * time.Minute
+)
+
+// TestOfficialJSSDK05 runs the official @upstash/box 0.5.5 JS SDK (from npm,
+// unchanged) against an in-process boxd through js/box05.mjs.
+//
+// Without node/npm the test is skipped, unless CI is set: CI must run it.
+func TestOfficialJSSDK05(t *testing.T) {
+	node := requireTool(t, "node")
+	npm := requireTool(t, "npm")
+	requireNodeMajor(t, node, 18)
+
+	jsDir, err := filepath.Abs("js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ensureJSDeps(t, npm, jsDir)
+
+	srv := boxtest.NewServer(t)
+
+	ctx, cancel := context.WithTimeout(t.Context(), scriptTimeout)
+	defer cancel()
+
+	cmd := exec.CommandContext(ctx, node, "box05.mjs")
+	cmd.Dir = jsDir
+	cmd.Env = append(scriptEnv(),
+		"BOX_BASE_URL="+srv.URL(),
+		"BOX_API_KEY="+srv.APIKey(),
+	)
+	out := &lineLogger{t: t, prefix: "box05: "}
+	cmd.Stdout = out
+	cmd.Stderr = out
+	// If node leaves a child holding the pipes, do not hang past the deadline.
+	cmd.WaitDelay = 10 * time.Second
+
+	start := time.Now()
+	runErr := cmd.Run()
+	out.flush()
+	if runErr != nil {
+		if ctx.Err() != nil {
+			t.Fatalf("box05.mjs did not finish within %v: %v", scriptTimeout, runErr)
+		}
+		t.Fatalf("box05.mjs failed after %v: %v (see the log above for the failing check)",
+			time.Since(start).Round(time.Millisecond), runErr)
+	}
+	t.Logf("box05.mjs passed in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// requireTool returns the absolute path of an executable, or skips the test
+// (fails it when CI is set) when it is not on PATH.
+func requireTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		missing(t, "%s not found on PATH (%v); install Node.js >= 18 with npm to run the official JS SDK conformance test", name, err)
+	}
+	return p
+}
+
+func missing(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf("CI is set, refusing to skip: "+format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+// requireNodeMajor makes sure node is new enough for the SDK (global fetch,
+// FormData and Blob).
+func requireNodeMajor(t *testing.T, node string, minMajor int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, node, "--version").Output()
+	if err != nil {
+		t.Fatalf("%s --version: %v", node, err)
+	}
+	v := strings.TrimSpace(string(out))
+	major, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(v, "v"), ".", 2)[0])
+	if err != nil {
+		t.Fatalf("cannot parse node version %q: %v", v, err)
+	}
+	if major < minMajor {
+		missing(t, "node %s is too old; @upstash/box needs node >= %d", v, minMajor)
+	}
+	t.Logf("using node %s", v)
+}
+
+// ensureJSDeps installs js/node_modules from the committed lock file unless
+// the pinned SDK version is already present.
+func ensureJSDeps(t *testing.T, npm, jsDir string) {
+	t.Helper()
+	pkgJSON := filepath.Join(jsDir, "node_modules", "@upstash", "box", "package.json")
+	installed, err := installedVersion(pkgJSON)
+	if err == nil && installed == jsSDKVersion {
+		return
+	}
+	if err == nil {
+		t.Logf("node_modules has @upstash/box %s, want %s; reinstalling", installed, jsSDKVersion)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), npmInstallTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
+	cmd.Dir = jsDir
+	cmd.Env = scriptEnv()
+	cmd.WaitDelay = 10 * time.Second
+	t.Logf("running npm ci in %s", jsDir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("npm ci --no-audit --no-fund in %s failed: %v\n%s", jsDir, err, out)
+	}
+	installed, err = installedVersion(pkgJSON)
+	if err != nil {
+		t.Fatalf("npm ci succeeded but @upstash/box is not readable: %v\n%s", err, out)
+	}
+	if installed != jsSDKVersion {
+		t.Fatalf("npm ci installed @upstash/box %s, want %s", installed, jsSDKVersion)
+	}
+}
+
+func installedVersion(pkgJSON string) (string, error) {
+	b, err := os.ReadFile(pkgJSON)
+	if err != nil {
+		return "", err
+	}
+	var pkg struct {
+		Version string `json:"version"`
+	}
+	if err := json.Unmarshal(b, &pkg); err != nil {
+		return "", err
+	}
+	if pkg.Version == "" {
+		return "", errors.New("no version in " + pkgJSON)
+	}
+	return pkg.Version, nil
+}
+
+// scriptEnv is the test process environment minus the variables that would
+// change what the SDK sends: the script gets baseUrl/apiKey explicitly, and
+// telemetry headers must stay on so the server is tested with them.
+func scriptEnv() []string {
+	drop := map[string]bool{
+		"UPSTASH_DISABLE_TELEMETRY": true,
+		"UPSTASH_BOX_API_KEY":       true,
+		"UPSTASH_BOX_BASE_URL":      true,
+		"BOX_BASE_URL":              true,
+		"BOX_API_KEY":               true,
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if !drop[k] {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// lineLogger is an io.Writer that forwards complete lines to t.Log.
+type lineLogger struct {
+	t      *testing.T
+	prefix string
+	mu     sync.Mutex
+	buf    bytes.Buffer
+}
+
+func (l *lineLogger) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.Write(p)
+	for {
+		line, err := l.buf.ReadString('\n')
+		if err != nil {
+			// Incomplete line: keep it for the next write.
+			l.buf.Reset()
+			l.buf.WriteString(line)
+			break
+		}
+		l.t.Log(l.prefix + strings.TrimRight(line, "\r\n"))
+	}
+	return len(p), nil
+}
+
+func (l *lineLogger) flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.buf.Len() > 0 {
+		l.t.Log(l.prefix + l.buf.String())
+		l.buf.Reset()
+	}
+}
