@@ -1,0 +1,83 @@
+// Command boxd is a local backend for the Upstash Box API: it runs real
+// sandboxes (bubblewrap) on this machine, so that the Box SDKs, their
+// examples and tests work with no cloud account and no network.
+//
+// Usage:
+//
+//	boxd [-addr 127.0.0.1:8989] [-data DIR] [-api-key KEY] [-isolation bwrap|none]
+//
+// Point an SDK at it with UPSTASH_BOX_BASE_URL=http://127.0.0.1:8989 and
+// UPSTASH_BOX_API_KEY set to the same key.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/upstash/box-go/local"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "boxd:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	defaultData := filepath.Join(os.TempDir(), "boxd")
+	if d, err := os.UserCacheDir(); err == nil {
+		defaultData = filepath.Join(d, "boxd")
+	}
+	addr := flag.String("addr", "127.0.0.1:8989", "address to listen on")
+	data := flag.String("data", defaultData, "state directory (database and box files)")
+	apiKey := flag.String("api-key", "", "API key clients must send (default: $UPSTASH_BOX_API_KEY, or a random key that is printed)")
+	isolation := flag.String("isolation", local.IsolationBwrap, "box isolation: bwrap, or none (no isolation at all)")
+	verbose := flag.Bool("v", false, "log debug messages")
+	flag.Parse()
+
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	key := *apiKey
+	if key == "" {
+		key = os.Getenv("UPSTASH_BOX_API_KEY")
+	}
+	generated := false
+	if key == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		key = "box_local_" + hex.EncodeToString(b[:])
+		generated = true
+	}
+	srv, err := local.New(local.Config{DataDir: *data, APIKey: key, Isolation: *isolation, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	l, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	url := "http://" + l.Addr().String()
+	fmt.Printf("boxd listening on %s (data %s, isolation %s)\n", url, *data, *isolation)
+	if generated {
+		fmt.Printf("API key: %s\n", key)
+	}
+	fmt.Printf("export UPSTASH_BOX_BASE_URL=%s\n", url)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return srv.Serve(ctx, l)
+}

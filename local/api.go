@@ -1,0 +1,548 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/upstash/box-go/gen"
+	"github.com/upstash/box-go/local/internal/store"
+)
+
+// routes builds boxd's handler: data-plane routes go to the box's agent,
+// everything else to the generated strict server backed by controlPlane.
+func (s *Server) routes() http.Handler {
+	dp := http.NewServeMux()
+	for _, p := range dataPlane {
+		dp.HandleFunc(p, s.proxy)
+	}
+	base := http.NewServeMux()
+	base.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not found")
+	})
+	strict := gen.NewStrictHandlerWithOptions(&controlPlane{s: s}, []gen.StrictMiddlewareFunc{onlyImplemented}, gen.StrictHTTPServerOptions{
+		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.As(err, new(*http.MaxBytesError)) {
+				writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(s.cfg.MaxBodyBytes, 10)+" bytes")
+				return
+			}
+			writeError(w, http.StatusBadRequest, err.Error())
+		},
+		ResponseErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			status := statusOf(err)
+			if status >= 500 {
+				s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+			}
+			writeError(w, status, err.Error())
+		},
+	})
+	api := gen.HandlerWithOptions(strict, gen.StdHTTPServerOptions{
+		BaseRouter: base,
+		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeError(w, http.StatusBadRequest, err.Error())
+		},
+	})
+	limit := s.cfg.MaxBodyBytes
+	return s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := dp.Handler(r); pattern != "" {
+			dp.ServeHTTP(w, r)
+			return
+		}
+		if r.ContentLength > limit {
+			writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(limit, 10)+" bytes")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		api.ServeHTTP(w, r)
+	}))
+}
+
+// implemented lists the control-plane operations boxd answers; the others
+// get 501 until they are built.
+var implemented = map[string]bool{
+	"CreateBox": true, "ListBoxes": true, "DeleteBoxes": true, "GetBox": true, "DeleteBox": true,
+	"GetBoxStatus": true, "PauseBox": true, "ResumeBox": true, "GetBoxLogs": true, "ListBoxRuns": true,
+	"GetBoxRun": true,
+}
+
+func onlyImplemented(f gen.StrictHandlerFunc, op string) gen.StrictHandlerFunc {
+	if implemented[op] {
+		return f
+	}
+	return func(ctx context.Context, w http.ResponseWriter, r *http.Request, req any) (any, error) {
+		return nil, errorf(http.StatusNotImplemented, "%s is not implemented by boxd yet", op)
+	}
+}
+
+// apiError is an error with the HTTP status it is answered with.
+type apiError struct {
+	status int
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func errorf(status int, format string, args ...any) error {
+	return &apiError{status: status, msg: fmt.Sprintf(format, args...)}
+}
+
+func statusOf(err error) int {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		return ae.status
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, errBoxNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, store.ErrNameTaken):
+		return http.StatusConflict
+	}
+	return http.StatusInternalServerError
+}
+
+// storeError answers a failed record lookup.
+func (s *Server) storeError(w http.ResponseWriter, err error) {
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, "box not found")
+		return
+	}
+	s.log.Error("store", "err", err)
+	writeError(w, http.StatusInternalServerError, "internal error")
+}
+
+// controlPlane implements the operations boxd answers itself. The embedded
+// nil interface stands for the data-plane operations (routed to the box's
+// agent before this handler) and for those not built yet (answered 501 by
+// onlyImplemented); neither reaches it.
+type controlPlane struct {
+	gen.StrictServerInterface
+	s *Server
+}
+
+func message(m string) gen.MessageResponse { return gen.MessageResponse{Message: &m} }
+
+func (c *controlPlane) box(idOrName string) (*store.Box, error) {
+	b, err := c.s.db.Box(idOrName)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errorf(http.StatusNotFound, "box not found")
+	}
+	return b, err
+}
+
+var (
+	labelRE = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
+	envKey  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+const maxTTL = 259200
+
+var runtimes = []string{"node", "python", "golang", "ruby", "rust", "node-alpine", "python-alpine", "golang-alpine", "ruby-alpine", "rust-alpine"}
+
+func validateLabels(labels []string) error {
+	if len(labels) > 5 {
+		return errorf(http.StatusBadRequest, "labels: at most 5 labels, got %d", len(labels))
+	}
+	seen := map[string]bool{}
+	for _, l := range labels {
+		switch {
+		case l == "":
+			return errorf(http.StatusBadRequest, "labels: empty label")
+		case len(l) > 20:
+			return errorf(http.StatusBadRequest, "labels: label %q is longer than 20 characters", l)
+		case !labelRE.MatchString(l):
+			return errorf(http.StatusBadRequest, "labels: label %q contains invalid characters", l)
+		case seen[l]:
+			return errorf(http.StatusBadRequest, "labels: label %q given twice", l)
+		}
+		seen[l] = true
+	}
+	return nil
+}
+
+func validateCreate(r *gen.CreateBoxRequest) error {
+	if r.Name != nil {
+		n := *r.Name
+		if n == "" || len(n) > 64 || strings.ContainsAny(n, "/?#% \t\r\n") {
+			return errorf(http.StatusBadRequest, "name must be 1 to 64 characters without spaces, '/', '?', '#' or '%%'")
+		}
+	}
+	if err := validateLabels(r.Labels); err != nil {
+		return err
+	}
+	if r.Size != nil && !slices.Contains([]gen.BoxSize{gen.BoxSizeSmall, gen.BoxSizeMedium, gen.BoxSizeLarge}, *r.Size) {
+		return errorf(http.StatusBadRequest, "size must be small, medium or large, not %q", *r.Size)
+	}
+	if r.Runtime != nil && !slices.Contains(runtimes, *r.Runtime) {
+		return errorf(http.StatusBadRequest, "runtime must be one of %s, not %q", strings.Join(runtimes, ", "), *r.Runtime)
+	}
+	for k := range r.EnvVars {
+		if !envKey.MatchString(k) {
+			return errorf(http.StatusBadRequest, "env_vars: %q is not a valid variable name", k)
+		}
+	}
+	if np := r.NetworkPolicy; np != nil {
+		switch np.Mode {
+		case gen.NetworkPolicyModeAllowAll, gen.NetworkPolicyModeDenyAll, gen.NetworkPolicyModeCustom:
+		default:
+			return errorf(http.StatusBadRequest, "network_policy.mode must be allow-all, deny-all or custom, not %q", np.Mode)
+		}
+	}
+	if r.Agent != nil && *r.Agent == "custom" && r.CustomRunner == nil {
+		return errorf(http.StatusBadRequest, "custom_runner is required when agent is custom")
+	}
+	if r.CustomRunner != nil && r.CustomRunner.Command == "" {
+		return errorf(http.StatusBadRequest, "custom_runner.command is required")
+	}
+	if r.InitCommand != nil && *r.InitCommand != "" && (r.KeepAlive == nil || !*r.KeepAlive) {
+		return errorf(http.StatusBadRequest, "init_command requires keep_alive")
+	}
+	if r.TTL != nil {
+		if r.Ephemeral == nil || !*r.Ephemeral {
+			return errorf(http.StatusBadRequest, "ttl is only for ephemeral boxes")
+		}
+		if *r.TTL < 1 || *r.TTL > maxTTL {
+			return errorf(http.StatusBadRequest, "ttl must be between 1 and %d seconds, got %d", maxTTL, *r.TTL)
+		}
+	}
+	return nil
+}
+
+func raw(v any) json.RawMessage {
+	if v == nil {
+		return nil
+	}
+	b, _ := json.Marshal(v)
+	return b
+}
+
+func (c *controlPlane) CreateBox(ctx context.Context, req gen.CreateBoxRequestObject) (gen.CreateBoxResponseObject, error) {
+	body := req.Body
+	if body == nil {
+		body = &gen.CreateBoxRequest{}
+	}
+	if err := validateCreate(body); err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	b := &store.Box{
+		ID:            newID("box-"),
+		Name:          deref(body.Name),
+		Labels:        body.Labels,
+		Size:          string(derefOr(body.Size, gen.BoxSizeSmall)),
+		KeepAlive:     deref(body.KeepAlive),
+		InitCommand:   deref(body.InitCommand),
+		Model:         deref(body.Model),
+		Agent:         deref(body.Agent),
+		AgentAPIKey:   deref(body.AgentAPIKey),
+		Runtime:       deref(body.Runtime),
+		GitHubToken:   deref(body.GithubToken),
+		GitUserName:   deref(body.GitUserName),
+		GitUserEmail:  deref(body.GitUserEmail),
+		EnvVars:       body.EnvVars,
+		AttachHeaders: body.AttachHeaders,
+		Skills:        body.Skills,
+		Ephemeral:     deref(body.Ephemeral),
+		Browser:       deref(body.Browser),
+		Status:        "idle",
+		CreatedAt:     now.Unix(),
+		UpdatedAt:     now.Unix(),
+		Seq:           now.UnixNano(),
+	}
+	if body.CustomRunner != nil {
+		b.CustomRunner = raw(body.CustomRunner)
+	}
+	if body.NetworkPolicy != nil {
+		b.NetworkPolicy = raw(body.NetworkPolicy)
+	}
+	if len(body.McpServers) > 0 {
+		b.MCPServers = raw(body.McpServers)
+	}
+	if b.Ephemeral {
+		b.ExpiresAt = now.Unix() + derefOr(body.TTL, maxTTL)
+	}
+	if err := c.s.boxes.prepare(b); err != nil {
+		return nil, fmt.Errorf("prepare box: %w", err)
+	}
+	if err := c.s.db.PutBox(b); err != nil {
+		_ = c.s.boxes.destroy(b.ID)
+		if errors.Is(err, store.ErrNameTaken) {
+			return nil, errorf(http.StatusConflict, "a box named %q already exists", b.Name)
+		}
+		return nil, err
+	}
+	c.s.logf(b.ID, "info", "system", "box created")
+	c.s.boxes.warm(b)
+	return gen.CreateBox200JSONResponse(boxData(b)), nil
+}
+
+func (c *controlPlane) ListBoxes(ctx context.Context, req gen.ListBoxesRequestObject) (gen.ListBoxesResponseObject, error) {
+	all, err := c.s.db.Boxes()
+	if err != nil {
+		return nil, err
+	}
+	out := gen.ListBoxes200JSONResponse{}
+	for _, b := range all {
+		if req.Params.Label != nil && !slices.Contains(b.Labels, *req.Params.Label) {
+			continue
+		}
+		out = append(out, boxData(b))
+	}
+	return out, nil
+}
+
+func (c *controlPlane) GetBox(ctx context.Context, req gen.GetBoxRequestObject) (gen.GetBoxResponseObject, error) {
+	b, err := c.box(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	return gen.GetBox200JSONResponse(boxData(b)), nil
+}
+
+func (c *controlPlane) deleteBox(id string) error {
+	if err := c.s.boxes.destroy(id); err != nil {
+		return err
+	}
+	if err := c.s.db.DeleteBox(id); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+func (c *controlPlane) DeleteBox(ctx context.Context, req gen.DeleteBoxRequestObject) (gen.DeleteBoxResponseObject, error) {
+	b, err := c.box(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.deleteBox(b.ID); err != nil {
+		return nil, err
+	}
+	return gen.DeleteBox200JSONResponse(message("Box deleted")), nil
+}
+
+// DeleteBoxes deletes the listed boxes. An empty list, or one with a blank
+// id, is an error (it is never read as "all boxes"); so is an unknown id,
+// in which case nothing is deleted.
+func (c *controlPlane) DeleteBoxes(ctx context.Context, req gen.DeleteBoxesRequestObject) (gen.DeleteBoxesResponseObject, error) {
+	if req.Body == nil || len(req.Body.IDs) == 0 {
+		return nil, errorf(http.StatusBadRequest, "ids must contain at least one box id")
+	}
+	var ids []string
+	for _, id := range req.Body.IDs {
+		if strings.TrimSpace(id) == "" {
+			return nil, errorf(http.StatusBadRequest, "ids must not contain blank ids")
+		}
+		b, err := c.box(id)
+		if err != nil {
+			if statusOf(err) == http.StatusNotFound {
+				return nil, errorf(http.StatusNotFound, "box not found: %s", id)
+			}
+			return nil, err
+		}
+		if !slices.Contains(ids, b.ID) {
+			ids = append(ids, b.ID)
+		}
+	}
+	for _, id := range ids {
+		if err := c.deleteBox(id); err != nil {
+			return nil, err
+		}
+	}
+	return gen.DeleteBoxes200JSONResponse(message(fmt.Sprintf("%d boxes deleted", len(ids)))), nil
+}
+
+func (c *controlPlane) GetBoxStatus(ctx context.Context, req gen.GetBoxStatusRequestObject) (gen.GetBoxStatusResponseObject, error) {
+	b, err := c.box(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	return gen.GetBoxStatus200JSONResponse{Status: gen.BoxStatus(b.Status)}, nil
+}
+
+func (c *controlPlane) PauseBox(ctx context.Context, req gen.PauseBoxRequestObject) (gen.PauseBoxResponseObject, error) {
+	b, err := c.box(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	if b.KeepAlive {
+		return nil, errorf(http.StatusConflict, "Keep-alive boxes cannot be paused")
+	}
+	if b.Status != "paused" {
+		if err := c.s.boxes.pause(ctx, b.ID); err != nil {
+			return nil, err
+		}
+	}
+	return gen.PauseBox200JSONResponse(message("Box paused")), nil
+}
+
+func (c *controlPlane) ResumeBox(ctx context.Context, req gen.ResumeBoxRequestObject) (gen.ResumeBoxResponseObject, error) {
+	b, err := c.box(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	if b.Status == "paused" {
+		if err := c.s.boxes.resume(ctx, b.ID); err != nil {
+			return nil, err
+		}
+	}
+	return gen.ResumeBox200JSONResponse(message("Box resumed")), nil
+}
+
+func (c *controlPlane) GetBoxLogs(ctx context.Context, req gen.GetBoxLogsRequestObject) (gen.GetBoxLogsResponseObject, error) {
+	b, err := c.box(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	offset, limit := deref(req.Params.Offset), deref(req.Params.Limit)
+	if offset < 0 || limit < 0 {
+		return nil, errorf(http.StatusBadRequest, "offset and limit must not be negative")
+	}
+	entries, err := c.s.db.Logs(b.ID, offset, limit)
+	if err != nil {
+		return nil, err
+	}
+	logs := make([]gen.LogEntry, len(entries))
+	for i, e := range entries {
+		logs[i] = gen.LogEntry{Timestamp: e.Timestamp, Level: gen.LogEntryLevel(e.Level), Source: gen.LogEntrySource(e.Source), Message: e.Message}
+	}
+	return gen.GetBoxLogs200JSONResponse{Logs: logs}, nil
+}
+
+func (c *controlPlane) ListBoxRuns(ctx context.Context, req gen.ListBoxRunsRequestObject) (gen.ListBoxRunsResponseObject, error) {
+	b, err := c.box(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	runs, err := c.s.db.Runs(b.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]gen.RunRecord, len(runs))
+	for i, r := range runs {
+		out[i] = runRecord(r)
+	}
+	return gen.ListBoxRuns200JSONResponse{Runs: out}, nil
+}
+
+func (c *controlPlane) GetBoxRun(ctx context.Context, req gen.GetBoxRunRequestObject) (gen.GetBoxRunResponseObject, error) {
+	b, err := c.box(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	r, err := c.s.db.Run(b.ID, req.RunID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errorf(http.StatusNotFound, "run not found")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return gen.GetBoxRun200JSONResponse{Status: gen.RunStatus(r.Status)}, nil
+}
+
+// customerID is the account boxd reports records under.
+const customerID = "local"
+
+func boxData(b *store.Box) gen.BoxData {
+	d := gen.BoxData{
+		ID:            b.ID,
+		Status:        gen.BoxStatus(b.Status),
+		Labels:        b.Labels,
+		EnabledSkills: b.Skills,
+		CreatedAt:     b.CreatedAt,
+		UpdatedAt:     b.UpdatedAt,
+		CustomerID:    ptr(customerID),
+		KeepAlive:     ptr(b.KeepAlive),
+		Size:          ptr(gen.BoxSize(b.Size)),
+	}
+	if d.Labels == nil {
+		d.Labels = []string{}
+	}
+	if b.Name != "" {
+		d.Name = ptr(b.Name)
+	}
+	if b.Model != "" {
+		d.Model = ptr(b.Model)
+	}
+	if b.Agent != "" {
+		d.Agent = ptr(b.Agent)
+	}
+	if b.Runtime != "" {
+		d.Runtime = ptr(b.Runtime)
+	}
+	np := gen.NetworkPolicy{Mode: gen.NetworkPolicyModeAllowAll}
+	if len(b.NetworkPolicy) > 0 {
+		_ = json.Unmarshal(b.NetworkPolicy, &np)
+	}
+	d.NetworkPolicy = &np
+	if b.Ephemeral {
+		d.Ephemeral = ptr(true)
+		d.ExpiresAt = ptr(b.ExpiresAt)
+	}
+	if b.Browser {
+		d.Browser = ptr(true)
+	}
+	if b.LastActivity != 0 {
+		d.LastActivityAt = ptr(b.LastActivity)
+	}
+	return d
+}
+
+func runRecord(r *store.Run) gen.RunRecord {
+	rec := gen.RunRecord{
+		ID:           r.ID,
+		BoxID:        r.BoxID,
+		CustomerID:   customerID,
+		Type:         gen.RunRecordType(r.Type),
+		Status:       gen.RunStatus(r.Status),
+		InputTokens:  r.InputTokens,
+		OutputTokens: r.OutputTokens,
+		CostUSD:      r.CostUSD,
+		DurationMs:   r.DurationMs,
+		CreatedAt:    r.CreatedAt,
+		CPUNs:        ptr(r.CPUNs),
+	}
+	set := func(dst **string, v string) {
+		if v != "" {
+			*dst = ptr(v)
+		}
+	}
+	set(&rec.Prompt, r.Prompt)
+	set(&rec.Model, r.Model)
+	set(&rec.Output, r.Output)
+	set(&rec.ErrorMessage, r.ErrorMessage)
+	set(&rec.SessionID, r.SessionID)
+	set(&rec.ScheduleID, r.ScheduleID)
+	if r.CompletedAt != 0 {
+		rec.CompletedAt = ptr(r.CompletedAt)
+	}
+	if r.CachedTokens != 0 {
+		rec.CachedInputTokens = ptr(r.CachedTokens)
+	}
+	if r.MemoryPeak != 0 {
+		rec.MemoryPeakBytes = ptr(r.MemoryPeak)
+	}
+	rec.ComputeCostUSD = ptr(0.0)
+	return rec
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+func derefOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}

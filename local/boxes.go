@@ -1,0 +1,336 @@
+package local
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/upstash/box-go/local/internal/agent"
+	"github.com/upstash/box-go/local/internal/sandbox"
+	"github.com/upstash/box-go/local/internal/store"
+)
+
+// runtime is the live state of one box: its sandbox when running, and the
+// transport that reaches its agent.
+type runtime struct {
+	id string
+
+	mu       sync.Mutex
+	sb       *sandbox.Sandbox
+	starting chan struct{} // closed when a start attempt ends
+	startErr error
+	deleted  bool
+
+	transport *http.Transport
+}
+
+// boxes manages the runtimes of all boxes.
+type boxes struct {
+	srv *Server
+
+	mu      sync.Mutex
+	rt      map[string]*runtime
+	closing bool
+	bg      sync.WaitGroup // background starts
+}
+
+func newBoxes(s *Server) *boxes {
+	return &boxes{srv: s, rt: map[string]*runtime{}}
+}
+
+// warm starts a new box's sandbox in the background, so that its first
+// call does not wait for it.
+func (m *boxes) warm(b *store.Box) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closing {
+		return
+	}
+	m.bg.Add(1)
+	go func() {
+		defer m.bg.Done()
+		if _, err := m.ensureRunning(context.Background(), b); err != nil && !errors.Is(err, errBoxNotFound) && !errors.Is(err, errClosing) {
+			m.srv.log.Warn("box did not start", "box", b.ID, "err", err)
+		}
+	}()
+}
+
+var errClosing = errors.New("boxd is shutting down")
+
+func (m *boxes) runtime(id string) *runtime {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.rt[id]
+	if r == nil {
+		r = &runtime{id: id}
+		layout := m.srv.layout(id)
+		r.transport = &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", layout.Socket())
+			},
+			MaxIdleConnsPerHost:   64,
+			IdleConnTimeout:       90 * time.Second,
+			DisableCompression:    true,
+			ResponseHeaderTimeout: 0,
+		}
+		m.rt[id] = r
+	}
+	return r
+}
+
+// newID returns a box id: "box-" and ten lower-case letters and digits, so
+// that it can be a DNS label in preview host names.
+func newID(prefix string) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return prefix + string(b[:])
+}
+
+// prepare creates the box's directories.
+func (m *boxes) prepare(b *store.Box) error {
+	l := m.srv.layout(b.ID)
+	hostname := b.Name
+	if hostname == "" || !validHostname(hostname) {
+		hostname = b.ID
+	}
+	return l.Prepare(hostname, m.srv.cfg.Isolation)
+}
+
+func validHostname(s string) bool {
+	if len(s) > 63 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return s != "" && s[0] != '-'
+}
+
+// ensureRunning starts the box's sandbox if it is not running and waits
+// until its agent is ready. A paused box is resumed.
+func (m *boxes) ensureRunning(ctx context.Context, b *store.Box) (*runtime, error) {
+	r := m.runtime(b.ID)
+	for {
+		r.mu.Lock()
+		if r.deleted {
+			r.mu.Unlock()
+			return nil, errBoxNotFound
+		}
+		if r.sb != nil {
+			select {
+			case <-r.sb.Done():
+				// The sandbox died (killed from outside, or crashed):
+				// start a new one.
+				m.srv.logf(b.ID, "warn", "system", "box sandbox exited; restarting it")
+				r.sb = nil
+			default:
+				sb := r.sb
+				r.mu.Unlock()
+				if sb.Paused() {
+					if err := m.resume(ctx, b.ID); err != nil {
+						return nil, err
+					}
+				}
+				return r, nil
+			}
+		}
+		if r.starting != nil {
+			ch := r.starting
+			r.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		m.mu.Lock()
+		closing := m.closing
+		m.mu.Unlock()
+		if closing {
+			r.mu.Unlock()
+			return nil, errClosing
+		}
+		ch := make(chan struct{})
+		r.starting = ch
+		r.mu.Unlock()
+
+		sb, err := m.start(b)
+
+		r.mu.Lock()
+		r.starting = nil
+		close(ch)
+		if err != nil {
+			r.mu.Unlock()
+			return nil, err
+		}
+		m.mu.Lock()
+		closing = m.closing
+		m.mu.Unlock()
+		if r.deleted || closing {
+			r.mu.Unlock()
+			sb.Kill()
+			if closing {
+				return nil, errClosing
+			}
+			return nil, errBoxNotFound
+		}
+		r.sb = sb
+		r.mu.Unlock()
+		if b.Status == "paused" {
+			if err := m.srv.setStatus(b.ID, "idle"); err != nil {
+				return nil, err
+			}
+		}
+		return r, nil
+	}
+}
+
+// start launches a sandbox for b. It is not bound to the request that
+// triggered it: a box that starts keeps running.
+func (m *boxes) start(b *store.Box) (*sandbox.Sandbox, error) {
+	l := m.srv.layout(b.ID)
+	if err := m.prepare(b); err != nil {
+		return nil, fmt.Errorf("prepare box: %w", err)
+	}
+	cfg := agent.Config{BoxID: b.ID, Env: m.srv.boxEnv(b)}
+	if m.srv.cfg.Isolation == sandbox.ModeNone {
+		cfg.HostRoot = l.Root
+		cfg.Socket = l.Socket()
+	} else {
+		cfg.Socket = sandbox.RunDir + "/" + sandbox.SocketName
+	}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	logf, err := os.OpenFile(filepath.Join(l.Root, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sb, err := sandbox.Start(ctx, sandbox.Spec{
+		ID:          b.ID,
+		Layout:      l,
+		Hostname:    hostnameOf(b),
+		Mode:        m.srv.cfg.Isolation,
+		Agent:       m.srv.agentBinary,
+		AgentConfig: raw,
+		Log:         logf,
+	})
+	if err != nil {
+		m.srv.logf(b.ID, "error", "system", "box failed to start: "+err.Error())
+		return nil, fmt.Errorf("start box: %w", err)
+	}
+	m.srv.logf(b.ID, "info", "system", "box started")
+	return sb, nil
+}
+
+func hostnameOf(b *store.Box) string {
+	if validHostname(b.Name) {
+		return b.Name
+	}
+	return b.ID
+}
+
+// pause freezes a running box. A box whose sandbox is not running is only
+// marked paused.
+func (m *boxes) pause(ctx context.Context, id string) error {
+	r := m.runtime(id)
+	r.mu.Lock()
+	sb := r.sb
+	r.mu.Unlock()
+	if sb != nil {
+		if err := sb.Pause(); err != nil {
+			return fmt.Errorf("pause: %w", err)
+		}
+	}
+	m.srv.logf(id, "info", "system", "box paused")
+	return m.srv.setStatus(id, "paused")
+}
+
+// resume thaws a paused box.
+func (m *boxes) resume(ctx context.Context, id string) error {
+	r := m.runtime(id)
+	r.mu.Lock()
+	sb := r.sb
+	r.mu.Unlock()
+	if sb != nil {
+		if err := sb.Resume(); err != nil {
+			return fmt.Errorf("resume: %w", err)
+		}
+	}
+	m.srv.logf(id, "info", "system", "box resumed")
+	return m.srv.setStatus(id, "idle")
+}
+
+// destroy kills the box's processes and removes its files.
+func (m *boxes) destroy(id string) error {
+	m.mu.Lock()
+	r := m.rt[id]
+	delete(m.rt, id)
+	m.mu.Unlock()
+	if r != nil {
+		r.mu.Lock()
+		r.deleted = true
+		sb := r.sb
+		r.sb = nil
+		r.mu.Unlock()
+		if sb != nil {
+			sb.Kill()
+		}
+		r.transport.CloseIdleConnections()
+	}
+	root := m.srv.layout(id).Root
+	if err := os.RemoveAll(root); err != nil {
+		return fmt.Errorf("remove box files: %w", err)
+	}
+	return nil
+}
+
+// closeAll stops every running sandbox (boxd shutting down). Box files
+// and records stay.
+func (m *boxes) closeAll() {
+	m.mu.Lock()
+	m.closing = true
+	m.mu.Unlock()
+	m.bg.Wait()
+	m.mu.Lock()
+	rts := make([]*runtime, 0, len(m.rt))
+	for _, r := range m.rt {
+		rts = append(rts, r)
+	}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, r := range rts {
+		r.mu.Lock()
+		sb := r.sb
+		r.sb = nil
+		r.mu.Unlock()
+		if sb != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); sb.Kill() }()
+		}
+		r.transport.CloseIdleConnections()
+	}
+	wg.Wait()
+}
+
+var errBoxNotFound = errors.New("box not found")

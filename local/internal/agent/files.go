@@ -1,0 +1,360 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"syscall"
+	"time"
+	"unicode/utf8"
+)
+
+const (
+	// maxRange is the largest byte range one read may ask for.
+	maxRange = 8 << 20
+	// maxWholeRead bounds a read without a range; larger files are read in
+	// ranges or downloaded.
+	maxWholeRead = 64 << 20
+)
+
+type fileEntry struct {
+	Name    string
+	Path    string
+	Size    int64
+	IsDir   bool
+	ModTime time.Time
+}
+
+type fileStat struct {
+	Type    string
+	Size    int64
+	ModTime time.Time
+	Inode   uint64
+	Version string
+}
+
+// fsError turns an error from the os package into an API error.
+func fsError(p string, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return errorf(http.StatusNotFound, "no such file or directory: %s", p)
+	case errors.Is(err, fs.ErrPermission):
+		return errorf(http.StatusForbidden, "permission denied: %s", p)
+	case errors.Is(err, syscall.EISDIR):
+		return errorf(http.StatusBadRequest, "is a directory: %s", p)
+	case errors.Is(err, syscall.ENOTDIR):
+		return errorf(http.StatusBadRequest, "not a directory: %s", p)
+	case errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EEXIST):
+		return errorf(http.StatusConflict, "%s: %v", p, unwrapPath(err))
+	case errors.Is(err, syscall.ELOOP):
+		return errorf(http.StatusBadRequest, "too many levels of symbolic links: %s", p)
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		return errorf(http.StatusBadRequest, "file name too long: %s", p)
+	case errors.Is(err, syscall.EROFS):
+		return errorf(http.StatusForbidden, "read-only file system: %s", p)
+	case errors.Is(err, syscall.ENOSPC):
+		return errorf(http.StatusInsufficientStorage, "no space left on device: %s", p)
+	}
+	return fmt.Errorf("%s: %w", p, unwrapPath(err))
+}
+
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
+}
+
+// readFile reads a whole file, or the range [offset, offset+length) when
+// length is given. The content is base64 when asked for, otherwise text.
+func (a *Agent) readFile(p string, b64 bool, offset int64, length *int64) (string, error) {
+	bp, err := boxPath(p)
+	if err != nil {
+		return "", err
+	}
+	if offset < 0 {
+		return "", errorf(http.StatusBadRequest, "offset must not be negative")
+	}
+	if length != nil && (*length < 0 || *length > maxRange) {
+		return "", errorf(http.StatusBadRequest, "length must be between 0 and %d", maxRange)
+	}
+	f, err := os.Open(a.fs.real(bp))
+	if err != nil {
+		return "", fsError(bp, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", fsError(bp, err)
+	}
+	if fi.IsDir() {
+		return "", errorf(http.StatusBadRequest, "is a directory: %s", bp)
+	}
+	var data []byte
+	if length == nil {
+		if offset > 0 {
+			if _, err := f.Seek(offset, io.SeekStart); err != nil {
+				return "", fsError(bp, err)
+			}
+		}
+		data, err = io.ReadAll(io.LimitReader(f, maxWholeRead+1))
+		if err != nil {
+			return "", fsError(bp, err)
+		}
+		if len(data) > maxWholeRead {
+			return "", errorf(http.StatusRequestEntityTooLarge, "%s is larger than %d bytes: read it in ranges or download it", bp, maxWholeRead)
+		}
+	} else {
+		data = make([]byte, *length)
+		n, err := f.ReadAt(data, offset)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return "", fsError(bp, err)
+		}
+		data = data[:n]
+	}
+	if b64 {
+		return base64.StdEncoding.EncodeToString(data), nil
+	}
+	if !utf8.Valid(data) {
+		// JSON strings carry text only; say so instead of mangling bytes.
+		return "", errorf(http.StatusUnprocessableEntity, "%s is not valid UTF-8 text: read it with encoding=base64", bp)
+	}
+	return string(data), nil
+}
+
+// writeFile writes content (text, or base64 when b64) to p, creating parent
+// directories. The data is on disk when it returns.
+func (a *Agent) writeFile(p, content string, b64 bool) error {
+	bp, err := boxPath(p)
+	if err != nil {
+		return err
+	}
+	data := []byte(content)
+	if b64 {
+		data, err = base64.StdEncoding.DecodeString(content)
+		if err != nil {
+			return errorf(http.StatusBadRequest, "content is not valid base64: %v", err)
+		}
+	}
+	return a.writeStream(bp, bytes.NewReader(data))
+}
+
+// writeStream copies r into the file at box path bp. The data goes to a
+// temporary file in the same directory that replaces the target only once
+// it is complete and synced, so a failed or interrupted write leaves the old
+// content (or nothing) rather than a truncated file.
+func (a *Agent) writeStream(bp string, r io.Reader) (err error) {
+	real := a.fs.real(bp)
+	dir := filepath.Dir(real)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fsError(path.Dir(bp), err)
+	}
+	mode := os.FileMode(0o644)
+	if fi, err := os.Stat(real); err == nil {
+		if fi.IsDir() {
+			return errorf(http.StatusBadRequest, "is a directory: %s", bp)
+		}
+		mode = fi.Mode().Perm()
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(real)+".boxd-*")
+	if err != nil {
+		return fsError(bp, err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if _, err := io.Copy(f, r); err != nil {
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		return fsError(bp, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fsError(bp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fsError(bp, err)
+	}
+	if err := os.Rename(f.Name(), real); err != nil {
+		return fsError(bp, err)
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	_ = d.Sync()
+	return nil
+}
+
+// listFiles lists a directory (not recursively), sorted by name.
+func (a *Agent) listFiles(folder string) ([]fileEntry, error) {
+	bp, err := folderPath(folder)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(a.fs.real(bp))
+	if err != nil {
+		return nil, fsError(bp, err)
+	}
+	out := make([]fileEntry, 0, len(entries))
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil {
+			continue // removed while listing
+		}
+		isDir := fi.IsDir()
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if t, err := os.Stat(filepath.Join(a.fs.real(bp), e.Name())); err == nil {
+				isDir = t.IsDir()
+			}
+		}
+		out = append(out, fileEntry{Name: e.Name(), Path: path.Join(bp, e.Name()), Size: fi.Size(), IsDir: isDir, ModTime: fi.ModTime()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// statFile describes p without following a final symlink unless follow.
+func (a *Agent) statFile(p string, follow bool) (fileStat, error) {
+	bp, err := boxPath(p)
+	if err != nil {
+		return fileStat{}, err
+	}
+	var fi os.FileInfo
+	if follow {
+		fi, err = os.Stat(a.fs.real(bp))
+	} else {
+		fi, err = os.Lstat(a.fs.real(bp))
+	}
+	if err != nil {
+		return fileStat{}, fsError(bp, err)
+	}
+	st := fileStat{Size: fi.Size(), ModTime: fi.ModTime()}
+	switch m := fi.Mode(); {
+	case m.IsRegular():
+		st.Type = "file"
+	case m.IsDir():
+		st.Type = "directory"
+	case m&fs.ModeSymlink != 0:
+		st.Type = "symlink"
+	default:
+		st.Type = "other"
+	}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.Inode = sys.Ino
+	}
+	// An opaque token that changes when the file is replaced, modified or
+	// resized.
+	st.Version = strconv.FormatUint(st.Inode, 36) + "-" + strconv.FormatInt(fi.ModTime().UnixNano(), 36) + "-" + strconv.FormatInt(fi.Size(), 36)
+	return st, nil
+}
+
+func (a *Agent) mkdir(p string, parents bool) error {
+	bp, err := boxPath(p)
+	if err != nil {
+		return err
+	}
+	if parents {
+		err = os.MkdirAll(a.fs.real(bp), 0o755)
+	} else {
+		err = os.Mkdir(a.fs.real(bp), 0o755)
+	}
+	if err != nil {
+		return fsError(bp, err)
+	}
+	return nil
+}
+
+func (a *Agent) rename(from, to string) error {
+	f, err := boxPath(from)
+	if err != nil {
+		return err
+	}
+	t, err := boxPath(to)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Lstat(a.fs.real(f)); err != nil {
+		return fsError(f, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(a.fs.real(t)), 0o755); err != nil {
+		return fsError(path.Dir(t), err)
+	}
+	if err := os.Rename(a.fs.real(f), a.fs.real(t)); err != nil {
+		return fsError(f, err)
+	}
+	return nil
+}
+
+func (a *Agent) remove(p string, recursive bool) error {
+	bp, err := boxPath(p)
+	if err != nil {
+		return err
+	}
+	switch bp {
+	case "/", "/workspace", "/workspace/home", "/home/boxuser", "/tmp":
+		return errorf(http.StatusBadRequest, "refusing to remove %s", bp)
+	}
+	real := a.fs.real(bp)
+	fi, err := os.Lstat(real)
+	if err != nil {
+		return fsError(bp, err)
+	}
+	if fi.IsDir() && !recursive {
+		if err := os.Remove(real); err != nil {
+			if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+				return errorf(http.StatusConflict, "%s is a non-empty directory: remove it with recursive", bp)
+			}
+			return fsError(bp, err)
+		}
+		return nil
+	}
+	if err := os.RemoveAll(real); err != nil {
+		return fsError(bp, err)
+	}
+	return nil
+}
+
+// openDownload opens a regular file for download.
+func (a *Agent) openDownload(p string) (*os.File, int64, error) {
+	bp, err := boxPath(p)
+	if err != nil {
+		return nil, 0, err
+	}
+	f, err := os.Open(a.fs.real(bp))
+	if err != nil {
+		return nil, 0, fsError(bp, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, fsError(bp, err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, 0, errorf(http.StatusBadRequest, "not a regular file: %s", bp)
+	}
+	return f, fi.Size(), nil
+}

@@ -1,0 +1,266 @@
+// Package store keeps boxd's records (boxes, runs, logs, and later
+// snapshots and schedules) in an embedded transactional database (bbolt).
+// Every write is committed and synced to disk before it returns, so a
+// killed boxd restarts with everything it acknowledged.
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// ErrNotFound is returned when a record does not exist.
+var ErrNotFound = errors.New("not found")
+
+var (
+	bucketBoxes = []byte("boxes")
+	bucketNames = []byte("box_names")
+	bucketRuns  = []byte("runs") // key: box id + 0 + run id
+	bucketLogs  = []byte("logs") // key: box id + 0 + big-endian sequence
+)
+
+// Store is the database.
+type Store struct {
+	db *bolt.DB
+}
+
+// Open opens (creating if needed) the database file at path.
+func Open(path string) (*Store, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketBoxes, bucketNames, bucketRuns, bucketLogs} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// PutBox creates or replaces a box record and its name index entry. It
+// fails with ErrNameTaken when another box already has the name.
+func (s *Store) PutBox(b *Box) error {
+	raw, err := json.Marshal(b)
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		boxes, names := tx.Bucket(bucketBoxes), tx.Bucket(bucketNames)
+		if b.Name != "" {
+			if owner := names.Get([]byte(b.Name)); owner != nil && string(owner) != b.ID {
+				return ErrNameTaken
+			}
+		}
+		if old := boxes.Get([]byte(b.ID)); old != nil {
+			var prev Box
+			if json.Unmarshal(old, &prev) == nil && prev.Name != "" && prev.Name != b.Name {
+				if err := names.Delete([]byte(prev.Name)); err != nil {
+					return err
+				}
+			}
+		}
+		if b.Name != "" {
+			if err := names.Put([]byte(b.Name), []byte(b.ID)); err != nil {
+				return err
+			}
+		}
+		return boxes.Put([]byte(b.ID), raw)
+	})
+}
+
+// ErrNameTaken is returned by PutBox when the name belongs to another box.
+var ErrNameTaken = errors.New("a box with this name already exists")
+
+// Box returns the box with the given id or name.
+func (s *Store) Box(idOrName string) (*Box, error) {
+	var b Box
+	err := s.db.View(func(tx *bolt.Tx) error {
+		raw := tx.Bucket(bucketBoxes).Get([]byte(idOrName))
+		if raw == nil {
+			if id := tx.Bucket(bucketNames).Get([]byte(idOrName)); id != nil {
+				raw = tx.Bucket(bucketBoxes).Get(id)
+			}
+		}
+		if raw == nil {
+			return ErrNotFound
+		}
+		return json.Unmarshal(raw, &b)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
+
+// Boxes returns every box, oldest first.
+func (s *Store) Boxes() ([]*Box, error) {
+	var out []*Box
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketBoxes).ForEach(func(_, v []byte) error {
+			var b Box
+			if err := json.Unmarshal(v, &b); err != nil {
+				return err
+			}
+			out = append(out, &b)
+			return nil
+		})
+	})
+	sortBoxes(out)
+	return out, err
+}
+
+// DeleteBox removes a box with its runs and logs.
+func (s *Store) DeleteBox(id string) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		boxes := tx.Bucket(bucketBoxes)
+		raw := boxes.Get([]byte(id))
+		if raw == nil {
+			return ErrNotFound
+		}
+		var b Box
+		if json.Unmarshal(raw, &b) == nil && b.Name != "" {
+			names := tx.Bucket(bucketNames)
+			if owner := names.Get([]byte(b.Name)); string(owner) == id {
+				if err := names.Delete([]byte(b.Name)); err != nil {
+					return err
+				}
+			}
+		}
+		if err := boxes.Delete([]byte(id)); err != nil {
+			return err
+		}
+		for _, bk := range [][]byte{bucketRuns, bucketLogs} {
+			if err := deletePrefix(tx.Bucket(bk), boxPrefix(id)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func boxPrefix(id string) []byte { return append([]byte(id), 0) }
+
+func deletePrefix(b *bolt.Bucket, prefix []byte) error {
+	c := b.Cursor()
+	var keys [][]byte
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		keys = append(keys, append([]byte(nil), k...))
+	}
+	for _, k := range keys {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PutRun creates or replaces a run record.
+func (s *Store) PutRun(r *Run) error {
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketRuns).Put(append(boxPrefix(r.BoxID), r.ID...), raw)
+	})
+}
+
+// Run returns one run of a box.
+func (s *Store) Run(boxID, runID string) (*Run, error) {
+	var r Run
+	err := s.db.View(func(tx *bolt.Tx) error {
+		raw := tx.Bucket(bucketRuns).Get(append(boxPrefix(boxID), runID...))
+		if raw == nil {
+			return ErrNotFound
+		}
+		return json.Unmarshal(raw, &r)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Runs returns a box's runs, newest first.
+func (s *Store) Runs(boxID string) ([]*Run, error) {
+	var out []*Run
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketRuns).Cursor()
+		p := boxPrefix(boxID)
+		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+			var r Run
+			if err := json.Unmarshal(v, &r); err != nil {
+				return err
+			}
+			out = append(out, &r)
+		}
+		return nil
+	})
+	sortRuns(out)
+	return out, err
+}
+
+// AppendLogs adds entries to a box's log.
+func (s *Store) AppendLogs(boxID string, entries ...LogEntry) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketLogs)
+		for _, e := range entries {
+			seq, err := b.NextSequence()
+			if err != nil {
+				return err
+			}
+			raw, err := json.Marshal(e)
+			if err != nil {
+				return err
+			}
+			key := binary.BigEndian.AppendUint64(boxPrefix(boxID), seq)
+			if err := b.Put(key, raw); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Logs returns a box's log entries in order, skipping offset entries and
+// returning at most limit (all when limit <= 0).
+func (s *Store) Logs(boxID string, offset, limit int) ([]LogEntry, error) {
+	out := []LogEntry{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketLogs).Cursor()
+		p := boxPrefix(boxID)
+		i := 0
+		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+			if i++; i <= offset {
+				continue
+			}
+			var e LogEntry
+			if err := json.Unmarshal(v, &e); err != nil {
+				return err
+			}
+			out = append(out, e)
+			if limit > 0 && len(out) >= limit {
+				break
+			}
+		}
+		return nil
+	})
+	return out, err
+}

@@ -1,0 +1,169 @@
+package local
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/upstash/box-go/local/internal/store"
+)
+
+// dataPlane lists the routes that the in-box agent serves. boxd checks the
+// key, finds the box, starts or resumes it, and proxies the request.
+var dataPlane = []string{
+	"POST /v2/box/{id}/exec",
+	"POST /v2/box/{id}/code",
+	"POST /v2/box/{id}/exec-stream",
+	"POST /v2/box/{id}/code-stream",
+	"GET /v2/box/{id}/files/read",
+	"POST /v2/box/{id}/files/write",
+	"GET /v2/box/{id}/files/list",
+	"POST /v2/box/{id}/files/upload",
+	"GET /v2/box/{id}/files/download",
+	"GET /v2/box/{id}/files/stat",
+	"POST /v2/box/{id}/files/mkdir",
+	"POST /v2/box/{id}/files/rename",
+	"POST /v2/box/{id}/files/remove",
+}
+
+// Headers in which the agent reports an exec's outcome to boxd. They are
+// removed before the response reaches the client.
+const (
+	headerExitCode = "X-Box-Exit-Code"
+	headerCPU      = "X-Box-Cpu-Ns"
+)
+
+// proxy forwards a data-plane request to the box's agent.
+func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
+	b, err := s.db.Box(r.PathValue("id"))
+	if err != nil {
+		s.storeError(w, err)
+		return
+	}
+	limit := s.cfg.MaxBodyBytes
+	if strings.HasSuffix(r.URL.Path, "/files/upload") {
+		limit = s.cfg.MaxUploadBytes
+	}
+	if r.ContentLength > limit {
+		writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(limit, 10)+" bytes")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+
+	var rec *execRecord
+	if r.Pattern == "POST /v2/box/{id}/exec" || r.Pattern == "POST /v2/box/{id}/code" {
+		if rec, err = newExecRecord(r); err != nil {
+			if errors.As(err, new(*http.MaxBytesError)) {
+				writeError(w, http.StatusRequestEntityTooLarge, err.Error())
+				return
+			}
+			writeError(w, http.StatusBadRequest, "cannot read request body: "+err.Error())
+			return
+		}
+	}
+
+	rt, err := s.boxes.ensureRunning(r.Context(), b)
+	if err != nil {
+		if errors.Is(err, errBoxNotFound) {
+			writeError(w, http.StatusNotFound, "box not found")
+			return
+		}
+		if r.Context().Err() != nil {
+			return
+		}
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	rp := &httputil.ReverseProxy{
+		Transport:     rt.transport,
+		FlushInterval: -1,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Host = "box"
+			pr.Out.Host = "box"
+			pr.Out.Header.Del("X-Box-Api-Key")
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.As(err, new(*http.MaxBytesError)) {
+				writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(limit, 10)+" bytes")
+				return
+			}
+			if r.Context().Err() != nil {
+				return
+			}
+			s.log.Warn("box agent unreachable", "box", b.ID, "err", err)
+			writeError(w, http.StatusBadGateway, "box agent unreachable: "+err.Error())
+		},
+	}
+	if rec != nil {
+		rp.ModifyResponse = func(resp *http.Response) error { return s.recordExec(b, rec, resp) }
+	}
+	rp.ServeHTTP(w, r)
+}
+
+// execRecord is what boxd keeps of an exec or code call to record it as a
+// run.
+type execRecord struct {
+	start  time.Time
+	prompt string
+}
+
+func newExecRecord(r *http.Request) (*execRecord, error) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	var req struct {
+		Command  []string `json:"command"`
+		Code     string   `json:"code"`
+		Language string   `json:"language"`
+	}
+	_ = json.Unmarshal(body, &req)
+	prompt := strings.Join(req.Command, " ")
+	if req.Language != "" {
+		prompt = req.Language + ": " + req.Code
+	}
+	return &execRecord{start: time.Now(), prompt: prompt}, nil
+}
+
+// recordExec stores a shell run for a finished exec or code call.
+func (s *Server) recordExec(b *store.Box, rec *execRecord, resp *http.Response) error {
+	if resp.StatusCode != http.StatusOK {
+		return nil
+	}
+	// The agent reports the outcome in headers so that boxd need not read
+	// the (possibly large) body.
+	exit, _ := strconv.Atoi(resp.Header.Get(headerExitCode))
+	cpu, _ := strconv.ParseInt(resp.Header.Get(headerCPU), 10, 64)
+	resp.Header.Del(headerExitCode)
+	resp.Header.Del(headerCPU)
+	now := time.Now()
+	status := "completed"
+	if exit != 0 {
+		status = "failed"
+	}
+	run := &store.Run{
+		ID:          newID("run-"),
+		BoxID:       b.ID,
+		Type:        "shell",
+		Status:      status,
+		Prompt:      rec.prompt,
+		CPUNs:       cpu,
+		DurationMs:  now.Sub(rec.start).Milliseconds(),
+		CreatedAt:   rec.start.Unix(),
+		CompletedAt: now.Unix(),
+		Seq:         rec.start.UnixNano(),
+	}
+	if err := s.db.PutRun(run); err != nil {
+		s.log.Warn("cannot record run", "box", b.ID, "err", err)
+	}
+	return nil
+}

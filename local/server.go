@@ -1,0 +1,232 @@
+// Package local is boxd: a local backend that implements the Upstash Box
+// API on the user's own machine, with real sandboxes.
+//
+// A Server keeps its records in an embedded database under its data
+// directory and runs every box as a bubblewrap sandbox whose first process
+// is the in-box agent (this same binary, re-executed). Control-plane calls
+// (boxes, runs, logs) are answered by the Server; data-plane calls (exec,
+// code, files) are proxied to the box's agent over a unix socket.
+//
+// Programs that embed a Server must let the package's init hook run before
+// main does anything else: importing the package is enough, because the
+// agent re-executes the program's own binary with an environment variable
+// that the hook recognises.
+package local
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/upstash/box-go/local/internal/sandbox"
+	"github.com/upstash/box-go/local/internal/store"
+)
+
+// Isolation modes.
+const (
+	// IsolationBwrap runs each box in a bubblewrap sandbox (the default).
+	IsolationBwrap = "bwrap"
+	// IsolationNone runs box processes directly on the host, with no
+	// isolation at all. Use it only where bubblewrap cannot run.
+	IsolationNone = "none"
+)
+
+// Config configures a Server.
+type Config struct {
+	// DataDir holds the database and the boxes' files. Required.
+	DataDir string
+	// APIKey is the key every request must carry in X-Box-Api-Key.
+	// Required.
+	APIKey string
+	// Isolation is IsolationBwrap (default) or IsolationNone.
+	Isolation string
+	// Logger receives boxd's own log. Nil discards it.
+	Logger *slog.Logger
+	// MaxBodyBytes bounds JSON request bodies (default 64 MiB).
+	MaxBodyBytes int64
+	// MaxUploadBytes bounds one file upload request (default 1 GiB).
+	MaxUploadBytes int64
+}
+
+// Server is boxd. It is an http.Handler.
+type Server struct {
+	cfg struct {
+		Config
+		Isolation sandbox.Mode
+	}
+	log         *slog.Logger
+	db          *store.Store
+	boxes       *boxes
+	agentBinary string
+	handler     http.Handler
+
+	statusMu sync.Mutex // serialises read-modify-write of box records
+
+	closeOnce sync.Once
+}
+
+// New opens the data directory and returns a Server. It does not listen;
+// use it as an http.Handler or call Serve.
+func New(cfg Config) (*Server, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("boxd: DataDir is required")
+	}
+	if cfg.APIKey == "" {
+		return nil, errors.New("boxd: APIKey is required")
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 64 << 20
+	}
+	if cfg.MaxUploadBytes <= 0 {
+		cfg.MaxUploadBytes = 1 << 30
+	}
+	s := &Server{log: cfg.Logger}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.cfg.Config = cfg
+	switch cfg.Isolation {
+	case "", IsolationBwrap:
+		s.cfg.Isolation = sandbox.ModeBwrap
+		if err := sandbox.Available(); err != nil {
+			return nil, fmt.Errorf("boxd: %w (install bubblewrap, or run with isolation %q, which isolates nothing)", err, IsolationNone)
+		}
+	case IsolationNone:
+		s.cfg.Isolation = sandbox.ModeNone
+		s.log.Warn("boxd is running WITHOUT isolation: box processes run directly on this machine as " + whoRuns())
+	default:
+		return nil, fmt.Errorf("boxd: unknown isolation %q (want %q or %q)", cfg.Isolation, IsolationBwrap, IsolationNone)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("boxd: cannot find own binary for the in-box agent: %w", err)
+	}
+	s.agentBinary = exe
+	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "boxes"), 0o700); err != nil {
+		return nil, fmt.Errorf("boxd: %w", err)
+	}
+	// The box user must be able to reach its box's directories.
+	_ = os.Chmod(cfg.DataDir, 0o711)
+	_ = os.Chmod(filepath.Join(cfg.DataDir, "boxes"), 0o711)
+	db, err := store.Open(filepath.Join(cfg.DataDir, "boxd.db"))
+	if err != nil {
+		return nil, fmt.Errorf("boxd: %w", err)
+	}
+	s.db = db
+	s.boxes = newBoxes(s)
+	s.handler = s.routes()
+	return s, nil
+}
+
+func whoRuns() string {
+	if os.Geteuid() == 0 {
+		return "uid 1000"
+	}
+	return "the current user"
+}
+
+// ServeHTTP serves the Box API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// Serve accepts connections on l until ctx ends, then shuts down.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	hs := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(l) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+		return nil
+	}
+}
+
+// Close stops every box's processes and closes the database. Box files and
+// records stay, and a new Server on the same data directory picks them up.
+func (s *Server) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		s.boxes.closeAll()
+		err = s.db.Close()
+	})
+	return err
+}
+
+func (s *Server) layout(id string) sandbox.Layout {
+	return sandbox.Layout{Root: filepath.Join(s.cfg.DataDir, "boxes", id)}
+}
+
+// boxEnv is the environment overlay of a box's processes.
+func (s *Server) boxEnv(b *store.Box) map[string]string {
+	env := map[string]string{}
+	for k, v := range b.EnvVars {
+		env[k] = v
+	}
+	return env
+}
+
+// logf appends an entry to a box's log.
+func (s *Server) logf(boxID, level, source, msg string) {
+	if err := s.db.AppendLogs(boxID, store.LogEntry{Timestamp: time.Now().Unix(), Level: level, Source: source, Message: msg}); err != nil {
+		s.log.Warn("cannot write box log", "box", boxID, "err", err)
+	}
+}
+
+// setStatus changes a box's status.
+func (s *Server) setStatus(id, status string) error {
+	return s.updateBox(id, func(b *store.Box) error {
+		b.Status = status
+		return nil
+	})
+}
+
+// updateBox reads, changes and writes a box record under a lock.
+func (s *Server) updateBox(id string, f func(*store.Box) error) error {
+	s.statusMu.Lock()
+	defer s.statusMu.Unlock()
+	b, err := s.db.Box(id)
+	if err != nil {
+		return err
+	}
+	if err := f(b); err != nil {
+		return err
+	}
+	b.UpdatedAt = time.Now().Unix()
+	return s.db.PutBox(b)
+}
+
+// authenticate checks the API key in constant time.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	want := []byte(s.cfg.APIKey)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("X-Box-Api-Key"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			writeError(w, http.StatusUnauthorized, "unauthorized")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// writeError writes the API's error body.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+// CheckIsolation reports whether bubblewrap sandboxes can be started on
+// this machine; nil means IsolationBwrap will work.
+func CheckIsolation() error { return sandbox.Available() }
