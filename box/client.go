@@ -10,6 +10,8 @@ import (
 	"os"
 	"runtime"
 	"strings"
+
+	"github.com/upstash/box-go/gen"
 )
 
 // Header names used on every request.
@@ -27,6 +29,7 @@ type Client struct {
 	cfg  clientConfig // resolved and validated; the source for Clone
 	http *http.Client // the Client's own copy, with a redirect guard for the API key
 	do   *transport   // auth, telemetry, timeouts, retries, logging
+	api  *gen.Client  // the generated client, sending through do
 }
 
 // NewClient returns a Client configured from the environment and opts.
@@ -95,7 +98,11 @@ func newClient(cfg clientConfig, opts []Option) (*Client, error) {
 		sleep:         cfg.sleep,
 		now:           cfg.now,
 	}
-	return &Client{cfg: cfg, http: &hc, do: t}, nil
+	api, err := gen.NewClient(cfg.baseURL, gen.WithHTTPClient(t))
+	if err != nil {
+		return nil, fmt.Errorf("box: %w", err)
+	}
+	return &Client{cfg: cfg, http: &hc, do: t, api: api}, nil
 }
 
 // BaseURL returns the endpoint the Client sends requests to, without a

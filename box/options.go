@@ -30,6 +30,9 @@ const (
 	defaultRetryBase      = 500 * time.Millisecond
 	defaultRetryMax       = 8 * time.Second
 	defaultRetryAfterMax  = 60 * time.Second
+	// defaultPollInterval is the wait between polls of a box or snapshot in
+	// the creating state, as the official SDKs do.
+	defaultPollInterval = 2 * time.Second
 )
 
 // ErrNoAPIKey is returned by [NewClient] when no API key was given, neither
@@ -66,6 +69,10 @@ type clientConfig struct {
 	retryAfterMax time.Duration
 	sleep         func(ctx context.Context, d time.Duration) error // nil means a real timer
 	now           func() time.Time                                 // nil means time.Now
+
+	// pollInterval is the wait between polls of a box or snapshot that is
+	// still being created; unexported so tests can shrink it.
+	pollInterval time.Duration
 }
 
 // defaultConfig returns the configuration before any Option: built-in
@@ -81,6 +88,7 @@ func defaultConfig() clientConfig {
 		retryBase:      defaultRetryBase,
 		retryMax:       defaultRetryMax,
 		retryAfterMax:  defaultRetryAfterMax,
+		pollInterval:   defaultPollInterval,
 	}
 	if v := os.Getenv(envBaseURL); v != "" {
 		cfg.baseURL = v
@@ -243,6 +251,11 @@ func withRetryBackoff(base, maxDelay, afterMax time.Duration) Option {
 	return func(c *clientConfig) {
 		c.retryBase, c.retryMax, c.retryAfterMax = base, maxDelay, afterMax
 	}
+}
+
+// withPollInterval sets the wait between creation polls.
+func withPollInterval(d time.Duration) Option {
+	return func(c *clientConfig) { c.pollInterval = d }
 }
 
 // withSleep replaces the backoff sleep; tests use it to record delays.

@@ -1,0 +1,200 @@
+package box
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/upstash/box-go/gen"
+)
+
+// RunType says what a Run ran.
+type RunType string
+
+// Run types.
+const (
+	RunTypeAgent   RunType = "agent"
+	RunTypeCommand RunType = "command"
+	RunTypeCode    RunType = "code"
+)
+
+// RunStatus is the state of a Run.
+type RunStatus string
+
+// Run statuses. RunDetached means the caller stopped reading a stream
+// early; the run may still be going on the server.
+const (
+	RunRunning   RunStatus = "running"
+	RunCompleted RunStatus = "completed"
+	RunFailed    RunStatus = "failed"
+	RunCancelled RunStatus = "cancelled"
+	RunDetached  RunStatus = "detached"
+	// RunSkipped is reported for scheduled runs that did not start
+	// because the previous one was still going.
+	RunSkipped RunStatus = "skipped"
+)
+
+// Cost is what a run used.
+type Cost struct {
+	InputTokens       int64
+	OutputTokens      int64
+	CachedInputTokens int64
+	// Compute is the wall-clock time the client saw the run take.
+	Compute  time.Duration
+	TotalUSD float64
+}
+
+// Run is the result of a command, a code snippet or an agent call.
+type Run struct {
+	ID     string
+	Type   RunType
+	Status RunStatus
+	// Result is stdout for a command or snippet that exited 0, otherwise
+	// stderr (or stdout when stderr is empty). For agents it is the final
+	// text.
+	Result string
+	// Stdout and Stderr are the outputs of a command or snippet.
+	Stdout string
+	Stderr string
+	// ExitCode is the exit status of a command or snippet (128+n when
+	// killed by signal n); zero for agent runs.
+	ExitCode int
+	Cost     Cost
+	// Started is when the client started the run.
+	Started time.Time
+
+	box *Box
+}
+
+// newRunID returns a client-side id for runs the server does not name.
+func newRunID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// Exec runs commands and code in a box. Commands run in the box's tracked
+// working directory.
+type Exec struct{ b *Box }
+
+// Command runs command with `sh -c` in the box and waits for it. A command
+// that exits non-zero is not an error: the Run reports RunFailed and its
+// ExitCode. Background processes it starts keep running.
+func (e *Exec) Command(ctx context.Context, command string) (*Run, error) {
+	if command == "" {
+		return nil, errors.New("box: command is required")
+	}
+	run := &Run{ID: newRunID(), Type: RunTypeCommand, Status: RunRunning, Started: time.Now(), box: e.b}
+	res, err := call[gen.ExecResult](e.b.c.api.ExecCommand(ctx, e.b.id, gen.ExecRequest{
+		Command: []string{"sh", "-c", command},
+		Folder:  e.b.folder(),
+	}))
+	if err != nil {
+		return nil, err
+	}
+	run.finish(res)
+	return run, nil
+}
+
+// Lang is the language of a code snippet.
+type Lang string
+
+// Languages of Exec.Code.
+const (
+	LangJS     Lang = "js"
+	LangTS     Lang = "ts"
+	LangPython Lang = "python"
+)
+
+// CodeParams is a code snippet to run.
+type CodeParams struct {
+	Code string
+	Lang Lang
+	// Timeout ends the snippet after this long; 0 means no limit. It is
+	// sent in milliseconds.
+	Timeout time.Duration
+}
+
+func (p *CodeParams) request(folder *string) (gen.CodeRequest, error) {
+	if p == nil || p.Code == "" {
+		return gen.CodeRequest{}, errors.New("box: code is required")
+	}
+	switch p.Lang {
+	case LangJS, LangTS, LangPython:
+	default:
+		return gen.CodeRequest{}, fmt.Errorf("box: Lang must be js, ts or python, not %q", p.Lang)
+	}
+	if p.Timeout < 0 {
+		return gen.CodeRequest{}, errors.New("box: Timeout must not be negative")
+	}
+	r := gen.CodeRequest{Code: p.Code, Language: gen.CodeRequestLanguage(p.Lang), Folder: folder}
+	if p.Timeout > 0 {
+		ms := max(p.Timeout.Milliseconds(), 1)
+		r.Timeout = &ms
+	}
+	return r, nil
+}
+
+// Code runs a JavaScript, TypeScript or Python snippet in the box and
+// waits for it.
+func (e *Exec) Code(ctx context.Context, params *CodeParams) (*Run, error) {
+	body, err := params.request(e.b.folder())
+	if err != nil {
+		return nil, err
+	}
+	run := &Run{ID: newRunID(), Type: RunTypeCode, Status: RunRunning, Started: time.Now(), box: e.b}
+	res, err := call[gen.ExecResult](e.b.c.api.ExecCode(ctx, e.b.id, body))
+	if err != nil {
+		return nil, err
+	}
+	run.finish(res)
+	return run, nil
+}
+
+// finish fills a command or code run from its result.
+func (r *Run) finish(res *gen.ExecResult) {
+	r.ExitCode = res.ExitCode
+	r.Stdout = res.Output
+	r.Stderr = deref(res.Error)
+	r.Cost.Compute = time.Since(r.Started)
+	if res.ExitCode == 0 {
+		r.Status = RunCompleted
+		r.Result = r.Stdout
+		return
+	}
+	r.Status = RunFailed
+	r.Result = r.Stderr
+	if r.Result == "" {
+		r.Result = r.Stdout
+	}
+}
+
+// RunLog is a box log entry written while a run was going.
+type RunLog struct {
+	Timestamp time.Time
+	Level     string
+	Message   string
+}
+
+// Logs returns the box's log entries from the run's start on.
+func (r *Run) Logs(ctx context.Context) ([]RunLog, error) {
+	if r.box == nil {
+		return nil, errors.New("box: run has no box")
+	}
+	all, err := r.box.Logs(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	from := r.Started.Truncate(time.Second)
+	var out []RunLog
+	for _, e := range all {
+		if !e.Timestamp.Before(from) {
+			out = append(out, RunLog{Timestamp: e.Timestamp, Level: e.Level, Message: e.Message})
+		}
+	}
+	return out, nil
+}
