@@ -254,7 +254,7 @@ func TestPauseStopsProcesses(t *testing.T) {
 		return fi.Size()
 	}
 	waitFor(t, "the background job to write", func() bool { return size() > 10 })
-	if got := mustRun(t, b, "pgrep -c -f 'echo x'; true").Stdout; strings.TrimSpace(got) == "0" {
+	if got := mustRun(t, b, "pgrep -c -f 'echo [x]'; true").Stdout; strings.TrimSpace(got) == "0" {
 		t.Fatalf("background job not visible from the next exec: %q", got)
 	}
 
