@@ -2,6 +2,7 @@
 
 .PHONY: help
 .PHONY: generate check-generate
+.PHONY: deps demo test vet bench boxd
 
 # The generator is pinned in tools/go.mod so that library users never inherit it.
 OAPI_CODEGEN := go tool -modfile=tools/go.mod oapi-codegen
@@ -24,3 +25,25 @@ check-generate: ## Fail if gen/ is not what api/openapi.yaml generates.
 		echo "check-generate: $(GEN_OUTPUT) is stale or was edited by hand; run 'make generate' and commit the result." >&2; \
 		exit 1; \
 	fi
+
+deps: ## Install bubblewrap (and python3) when missing and allowed.
+	@./scripts/deps.sh
+
+demo: deps ## Run the quickstart example (embedded boxd unless UPSTASH_BOX_API_KEY is set).
+	go run ./examples/quickstart
+
+vet: ## gofmt and go vet.
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	go vet ./...
+
+test: ## Everything CI checks: generated code, vet, and all tests with the race detector.
+	@./scripts/deps.sh --tests
+	$(MAKE) check-generate
+	$(MAKE) vet
+	go test -race -count=1 -timeout 15m ./...
+
+bench: deps ## Run the benchmarks.
+	go test -run '^$$' -bench . -benchmem -count=1 ./...
+
+boxd: ## Build boxd into bin/.
+	go build -o bin/boxd ./cmd/boxd
