@@ -1,0 +1,135 @@
+package box
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// pollServer answers create with "creating" and then serves the statuses
+// of polls in order (a number is answered as that HTTP status).
+func pollServer(t *testing.T, polls ...any) (*httptest.Server, *atomic.Int32, *[]map[string]any) {
+	t.Helper()
+	var n atomic.Int32
+	var bodies []map[string]any
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodPost && r.URL.Path == "/v2/box":
+			var body map[string]any
+			raw, _ := io.ReadAll(r.Body)
+			_ = json.Unmarshal(raw, &body)
+			bodies = append(bodies, body)
+			_ = json.NewEncoder(w).Encode(map[string]any{"id": "box-1", "status": "creating", "created_at": 1, "updated_at": 1})
+		case r.Method == http.MethodGet && r.URL.Path == "/v2/box/box-1":
+			i := int(n.Add(1)) - 1
+			if i >= len(polls) {
+				i = len(polls) - 1
+			}
+			if code, ok := polls[i].(int); ok {
+				w.WriteHeader(code)
+				_, _ = w.Write([]byte(`{"error":"flaky"}`))
+				return
+			}
+			_ = json.NewEncoder(w).Encode(map[string]any{"id": "box-1", "status": polls[i], "created_at": 1, "updated_at": 2, "agent": "claude-code", "model": "anthropic/claude-sonnet-4-5"})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(ts.Close)
+	return ts, &n, &bodies
+}
+
+func pollClient(t *testing.T, url string) *Client {
+	t.Helper()
+	c, err := NewClient(WithAPIKey("k"), WithBaseURL(url), WithTelemetry(false), WithMaxRetries(0), withPollInterval(5*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestCreatePollsWhileCreating(t *testing.T) {
+	t.Parallel()
+	// A failed poll (500) is skipped, as in the official SDKs.
+	ts, polls, bodies := pollServer(t, http.StatusInternalServerError, "creating", "idle")
+	c := pollClient(t, ts.URL)
+	b, err := c.Create(t.Context(), &CreateParams{
+		Name:    "n",
+		Labels:  []string{"a"},
+		Agent:   &AgentOptions{Harness: HarnessClaudeCode, Model: "anthropic/claude-sonnet-4-5", APIKey: BoxAPIKeyUpstash},
+		Git:     &GitOptions{Token: "ghp_secret", UserName: "Bot"},
+		Env:     map[string]string{"A": "1"},
+		Browser: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := polls.Load(); got != 3 {
+		t.Errorf("polls = %d, want 3", got)
+	}
+	if in := b.Info(); in.Status != StatusIdle || in.Harness != HarnessClaudeCode || in.Model != "anthropic/claude-sonnet-4-5" {
+		t.Errorf("Info = %+v", in)
+	}
+	want := map[string]any{
+		"name": "n", "labels": []any{"a"}, "agent": "claude-code", "model": "anthropic/claude-sonnet-4-5",
+		"agent_api_key": "UPSTASH_KEY", "github_token": "ghp_secret", "git_user_name": "Bot",
+		"env_vars": map[string]any{"A": "1"}, "browser": true,
+	}
+	if diff := cmp.Diff(want, (*bodies)[0]); diff != "" {
+		t.Errorf("create body (-want +got):\n%s", diff)
+	}
+	if b.gitToken != "ghp_secret" {
+		t.Error("git token not kept for clone and push")
+	}
+}
+
+func TestCreateFailedAndCancelled(t *testing.T) {
+	t.Parallel()
+	ts, _, _ := pollServer(t, "creating", "error")
+	if _, err := pollClient(t, ts.URL).Create(t.Context(), nil); !errors.Is(err, ErrCreateFailed) {
+		t.Errorf("Create = %v, want ErrCreateFailed", err)
+	}
+
+	ts, _, bodies := pollServer(t, "creating")
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := pollClient(t, ts.URL).Create(ctx, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Create with a deadline = %v, want context.DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Create returned %v after the deadline", d)
+	}
+	if diff := cmp.Diff(map[string]any{}, (*bodies)[0]); diff != "" {
+		t.Errorf("empty create body (-want +got):\n%s", diff)
+	}
+}
+
+func TestCustomHarnessBody(t *testing.T) {
+	t.Parallel()
+	p := &CreateParams{KeepAlive: true, InitCommand: "npm start", Agent: &AgentOptions{Harness: HarnessCustom, APIKey: "ignored", CustomHarness: &CustomHarness{Command: "python3", Args: []string{"/workspace/home/agent.py"}}}, MCPServers: []MCPServer{{Name: "fs", Package: "@x/fs", Args: []string{"/"}}, {Name: "remote", URL: "https://mcp.example", Headers: map[string]string{"A": "b"}}}, NetworkPolicy: &NetworkPolicy{Mode: NetworkCustom, AllowedDomains: []string{"example.com"}}}
+	r, err := p.request()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(r)
+	var got map[string]any
+	_ = json.Unmarshal(raw, &got)
+	want := map[string]any{
+		"keep_alive": true, "init_command": "npm start", "agent": "custom", "model": "custom",
+		"custom_runner":  map[string]any{"command": "python3", "args": []any{"/workspace/home/agent.py"}},
+		"mcp_servers":    []any{map[string]any{"name": "fs", "source": "npm", "package_or_url": "@x/fs", "args": []any{"/"}}, map[string]any{"name": "remote", "source": "url", "package_or_url": "https://mcp.example", "headers": map[string]any{"A": "b"}}},
+		"network_policy": map[string]any{"mode": "custom", "allowed_domains": []any{"example.com"}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("body (-want +got):\n%s", diff)
+	}
+}
