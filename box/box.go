@@ -31,12 +31,15 @@ type Box struct {
 	Exec *Exec
 	// Files reads and writes the box's files.
 	Files *Files
+	// Agent runs the box's coding agent.
+	Agent *Agent
 }
 
 func (c *Client) newBox(d *gen.BoxData) *Box {
 	b := &Box{c: c, id: d.ID, wd: newCwd(), info: infoFrom(d)}
 	b.Exec = &Exec{b: b}
 	b.Files = &Files{b: b}
+	b.Agent = &Agent{b: b}
 	return b
 }
 

@@ -150,7 +150,7 @@ func (a *AgentOptions) apply(r *gen.CreateBoxRequest) error {
 		if a.CustomHarness == nil || a.CustomHarness.Command == "" {
 			return errors.New("box: Agent.CustomHarness with a Command is required when the harness is custom")
 		}
-		model := a.Model
+		model := string(a.Model)
 		if model == "" {
 			model = "custom"
 		}
@@ -161,7 +161,7 @@ func (a *AgentOptions) apply(r *gen.CreateBoxRequest) error {
 	if a.Model == "" {
 		return errors.New("box: Agent.Model is required when an agent is configured")
 	}
-	r.Model = &a.Model
+	r.Model = ptr(string(a.Model))
 	r.AgentAPIKey = nonEmpty(a.APIKey)
 	return nil
 }

@@ -1,13 +1,21 @@
 package box
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/upstash/box-go/gen"
+	"github.com/upstash/box-go/stream"
 )
 
 // RunType says what a Run ran.
@@ -62,10 +70,19 @@ type Run struct {
 	// killed by signal n); zero for agent runs.
 	ExitCode int
 	Cost     Cost
+	// SessionID is the agent session of an agent run.
+	SessionID string
 	// Started is when the client started the run.
 	Started time.Time
 
 	box *Box
+	// cancelled is set by Cancel, so that a stream the cancel ends reports
+	// RunCancelled rather than RunFailed.
+	cancelled *atomic.Bool
+}
+
+func newRun(b *Box, typ RunType) *Run {
+	return &Run{ID: newRunID(), Type: typ, Status: RunRunning, Started: time.Now(), box: b, cancelled: new(atomic.Bool)}
 }
 
 // newRunID returns a client-side id for runs the server does not name.
@@ -88,7 +105,7 @@ func (e *Exec) Command(ctx context.Context, command string) (*Run, error) {
 	if command == "" {
 		return nil, errors.New("box: command is required")
 	}
-	run := &Run{ID: newRunID(), Type: RunTypeCommand, Status: RunRunning, Started: time.Now(), box: e.b}
+	run := newRun(e.b, RunTypeCommand)
 	res, err := call[gen.ExecResult](e.b.c.api.ExecCommand(ctx, e.b.id, gen.ExecRequest{
 		Command: []string{"sh", "-c", command},
 		Folder:  e.b.folder(),
@@ -146,7 +163,7 @@ func (e *Exec) Code(ctx context.Context, params *CodeParams) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	run := &Run{ID: newRunID(), Type: RunTypeCode, Status: RunRunning, Started: time.Now(), box: e.b}
+	run := newRun(e.b, RunTypeCode)
 	res, err := call[gen.ExecResult](e.b.c.api.ExecCode(ctx, e.b.id, body))
 	if err != nil {
 		return nil, err
@@ -197,4 +214,103 @@ func (r *Run) Logs(ctx context.Context) ([]RunLog, error) {
 		}
 	}
 	return out, nil
+}
+
+// ExecChunk is a piece of a command's stream: *OutputChunk or, last,
+// *ExitChunk. Use a type switch.
+type ExecChunk interface{ isExecChunk() }
+
+// OutputChunk is output of the command, stdout and stderr interleaved as
+// the server sends them. Chunk boundaries are arbitrary.
+type OutputChunk struct{ Data []byte }
+
+// ExitChunk ends a stream: the command exited.
+type ExitChunk struct {
+	ExitCode int
+	CPU      time.Duration
+}
+
+func (*OutputChunk) isExecChunk() {}
+func (*ExitChunk) isExecChunk()   {}
+
+// ExecStream is a streaming command or snippet.
+type ExecStream = RunStream[ExecChunk]
+
+// Stream runs command with `sh -c` and streams its output as it is
+// produced. The Run ends RunCompleted or RunFailed by exit code; its
+// Result is the whole output.
+func (e *Exec) Stream(ctx context.Context, command string) (*ExecStream, error) {
+	if command == "" {
+		return nil, errors.New("box: command is required")
+	}
+	body, err := json.Marshal(gen.ExecRequest{Command: []string{"sh", "-c", command}, Folder: e.b.folder()})
+	if err != nil {
+		return nil, err
+	}
+	return e.stream(ctx, RunTypeCommand, "/exec-stream", body)
+}
+
+// StreamCode runs a snippet and streams its output.
+func (e *Exec) StreamCode(ctx context.Context, params *CodeParams) (*ExecStream, error) {
+	req, err := params.request(e.b.folder())
+	if err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	return e.stream(ctx, RunTypeCode, "/code-stream", body)
+}
+
+func (e *Exec) stream(ctx context.Context, typ RunType, suffix string, body []byte) (*ExecStream, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	req, err := e.b.c.newRequest(ctx, http.MethodPost, "/v2/box/"+url.PathEscape(e.b.id)+suffix, bytes.NewReader(body))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := e.b.c.send(req)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	run := newRun(e.b, typ)
+	dec := stream.NewExecDecoder(resp.Body)
+	var mu sync.Mutex
+	var out bytes.Buffer
+	var exit *ExitChunk
+	next := func() (ExecChunk, bool, error) {
+		for dec.Next() {
+			c := dec.Chunk()
+			if len(c.Output) > 0 {
+				data := append([]byte(nil), c.Output...)
+				mu.Lock()
+				out.Write(data)
+				mu.Unlock()
+				return &OutputChunk{Data: data}, false, nil
+			}
+			if c.Exit != nil {
+				mu.Lock()
+				exit = &ExitChunk{ExitCode: c.Exit.Code, CPU: time.Duration(c.Exit.CPUNs)}
+				run.ExitCode = exit.ExitCode
+				mu.Unlock()
+				return exit, true, nil
+			}
+		}
+		if err := dec.Err(); err != nil {
+			var ee *stream.ExecError
+			if errors.As(err, &ee) {
+				return nil, false, &RunError{Message: ee.Message}
+			}
+			return nil, false, err
+		}
+		return nil, false, io.EOF
+	}
+	return &ExecStream{
+		s: stream.NewStream(next, resp.Body.Close), run: run, cancel: cancel,
+		result: func() string { mu.Lock(); defer mu.Unlock(); return out.String() },
+		ok:     func() bool { mu.Lock(); defer mu.Unlock(); return exit == nil || exit.ExitCode == 0 },
+	}, nil
 }

@@ -102,7 +102,7 @@ type AgentOptions struct {
 	Harness Harness
 	// Model is required except for HarnessCustom, where it is a label
 	// passed to the process (default "custom").
-	Model string
+	Model Model
 	// APIKey selects the provider key: BoxAPIKeyUpstash, BoxAPIKeyStored,
 	// a raw provider key, or empty to let the server decide. Not used with
 	// HarnessCustom.
@@ -136,7 +136,7 @@ type Info struct {
 	KeepAlive     bool
 	Runtime       Runtime
 	Harness       Harness
-	Model         string
+	Model         Model
 	NetworkPolicy NetworkPolicy
 	EnabledSkills []string
 	Browser       bool
@@ -181,7 +181,7 @@ func infoFrom(d *gen.BoxData) Info {
 		KeepAlive:         deref(d.KeepAlive),
 		Runtime:           Runtime(deref(d.Runtime)),
 		Harness:           Harness(deref(d.Agent)),
-		Model:             deref(d.Model),
+		Model:             Model(deref(d.Model)),
 		EnabledSkills:     d.EnabledSkills,
 		Browser:           deref(d.Browser),
 		Ephemeral:         deref(d.Ephemeral),

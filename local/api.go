@@ -69,7 +69,8 @@ func (s *Server) routes() http.Handler {
 var implemented = map[string]bool{
 	"CreateBox": true, "ListBoxes": true, "DeleteBoxes": true, "GetBox": true, "DeleteBox": true,
 	"GetBoxStatus": true, "PauseBox": true, "ResumeBox": true, "GetBoxLogs": true, "ListBoxRuns": true,
-	"GetBoxRun": true,
+	"GetBoxRun": true, "StreamAgentRun": true, "RunAgent": true, "CancelRun": true,
+	"ConfigureModel": true, "ConfigureCustomRunner": true,
 }
 
 func onlyImplemented(f gen.StrictHandlerFunc, op string) gen.StrictHandlerFunc {
@@ -488,6 +489,18 @@ func boxData(b *store.Box) gen.BoxData {
 	}
 	if b.LastActivity != 0 {
 		d.LastActivityAt = ptr(b.LastActivity)
+	}
+	if b.SessionID != "" {
+		d.SessionID = ptr(b.SessionID)
+	}
+	if b.TotalPrompts != 0 {
+		d.TotalPrompts = ptr(b.TotalPrompts)
+		d.TotalInputTokens = ptr(b.TotalInputTokens)
+		d.TotalOutputTokens = ptr(b.TotalOutputTokens)
+		d.TotalTokenCostUSD = ptr(b.TotalTokenCostUSD)
+	}
+	if b.TotalCPUNs != 0 {
+		d.TotalCPUNs = ptr(b.TotalCPUNs)
 	}
 	return d
 }

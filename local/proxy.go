@@ -9,6 +9,7 @@ import (
 	"net/http/httputil"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/upstash/box-go/local/internal/store"
@@ -57,7 +58,8 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
 
 	var rec *execRecord
-	if r.Pattern == "POST /v2/box/{id}/exec" || r.Pattern == "POST /v2/box/{id}/code" {
+	streaming := strings.HasSuffix(r.Pattern, "-stream")
+	if strings.HasSuffix(r.Pattern, "/exec") || strings.HasSuffix(r.Pattern, "/code") || streaming {
 		if rec, err = newExecRecord(r); err != nil {
 			if errors.As(err, new(*http.MaxBytesError)) {
 				writeError(w, http.StatusRequestEntityTooLarge, err.Error())
@@ -102,7 +104,20 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 		},
 	}
 	if rec != nil {
-		rp.ModifyResponse = func(resp *http.Response) error { return s.recordExec(b, rec, resp) }
+		rp.ModifyResponse = func(resp *http.Response) error {
+			if resp.StatusCode != http.StatusOK {
+				return nil
+			}
+			if streaming {
+				// The outcome arrives in trailers after the output.
+				resp.Body = &onEOF{ReadCloser: resp.Body, fn: func() { s.recordExec(b, rec, resp.Trailer) }}
+				return nil
+			}
+			s.recordExec(b, rec, resp.Header)
+			resp.Header.Del(headerExitCode)
+			resp.Header.Del(headerCPU)
+			return nil
+		}
 	}
 	rp.ServeHTTP(w, r)
 }
@@ -134,17 +149,15 @@ func newExecRecord(r *http.Request) (*execRecord, error) {
 	return &execRecord{start: time.Now(), prompt: prompt}, nil
 }
 
-// recordExec stores a shell run for a finished exec or code call.
-func (s *Server) recordExec(b *store.Box, rec *execRecord, resp *http.Response) error {
-	if resp.StatusCode != http.StatusOK {
-		return nil
+// recordExec stores a shell run for a finished exec or code call. The
+// agent reports the outcome in headers (or trailers, for streams) so that
+// boxd need not read the possibly large body.
+func (s *Server) recordExec(b *store.Box, rec *execRecord, h http.Header) {
+	exit, err := strconv.Atoi(h.Get(headerExitCode))
+	if err != nil {
+		return // the stream was cut off before the command ended
 	}
-	// The agent reports the outcome in headers so that boxd need not read
-	// the (possibly large) body.
-	exit, _ := strconv.Atoi(resp.Header.Get(headerExitCode))
-	cpu, _ := strconv.ParseInt(resp.Header.Get(headerCPU), 10, 64)
-	resp.Header.Del(headerExitCode)
-	resp.Header.Del(headerCPU)
+	cpu, _ := strconv.ParseInt(h.Get(headerCPU), 10, 64)
 	now := time.Now()
 	status := "completed"
 	if exit != 0 {
@@ -165,5 +178,19 @@ func (s *Server) recordExec(b *store.Box, rec *execRecord, resp *http.Response) 
 	if err := s.db.PutRun(run); err != nil {
 		s.log.Warn("cannot record run", "box", b.ID, "err", err)
 	}
-	return nil
+}
+
+// onEOF calls fn once when the body has been read to its end.
+type onEOF struct {
+	io.ReadCloser
+	fn   func()
+	once sync.Once
+}
+
+func (o *onEOF) Read(p []byte) (int, error) {
+	n, err := o.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) {
+		o.once.Do(o.fn)
+	}
+	return n, err
 }

@@ -66,7 +66,10 @@ type Server struct {
 	log         *slog.Logger
 	db          *store.Store
 	boxes       *boxes
+	runs        *runs
 	agentBinary string
+	// webhookClient delivers run webhooks.
+	webhookClient *http.Client
 	handler     http.Handler
 
 	statusMu sync.Mutex // serialises read-modify-write of box records
@@ -123,6 +126,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.db = db
 	s.boxes = newBoxes(s)
+	s.runs = newRuns(s)
+	s.webhookClient = &http.Client{Timeout: 30 * time.Second}
 	s.handler = s.routes()
 	return s, nil
 }
@@ -158,6 +163,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 func (s *Server) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
+		s.runs.closeAll()
 		s.boxes.closeAll()
 		err = s.db.Close()
 	})

@@ -207,3 +207,99 @@ func (c *capBuffer) String() string {
 }
 
 var _ io.Writer = (*capBuffer)(nil)
+
+// runStreaming runs cmd, copying what it writes to stdout to out as it is
+// produced (and what it writes to stderr to errOut, or to out as well when
+// errOut is nil, in the order written). Unlike run, a slow out never cuts
+// the output short: the pipes are read directly, and after the command
+// exits they are drained until they are empty for a moment, so that a
+// background job still holding them does not keep the call open.
+func runStreaming(ctx context.Context, cmd *exec.Cmd, out, errOut io.Writer, timeout time.Duration) (result, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return result{}, err
+	}
+	cmd.Stdout = w
+	var er, ew *os.File
+	if errOut == nil {
+		cmd.Stderr = w
+	} else {
+		if er, ew, err = os.Pipe(); err != nil {
+			r.Close()
+			w.Close()
+			return result{}, err
+		}
+		cmd.Stderr = ew
+	}
+	cmd.WaitDelay = 0
+	err = cmd.Start()
+	w.Close()
+	if ew != nil {
+		ew.Close()
+	}
+	if err != nil {
+		r.Close()
+		if er != nil {
+			er.Close()
+		}
+		return result{}, errorf(http.StatusBadRequest, "cannot start %s: %v", cmd.Args[0], unwrapExec(err))
+	}
+	exited := make(chan struct{})
+	var wg sync.WaitGroup
+	copyPipe := func(dst io.Writer, src *os.File) {
+		defer wg.Done()
+		defer src.Close()
+		buf := make([]byte, 32<<10)
+		after := false
+		var drainUntil time.Time
+		for {
+			if !after {
+				select {
+				case <-exited:
+					after = true
+					// What the command wrote is in the pipe; a job it
+					// left behind may keep writing, but not for long.
+					drainUntil = time.Now().Add(2 * time.Second)
+				default:
+				}
+			}
+			if after && time.Now().After(drainUntil) {
+				return
+			}
+			if after {
+				_ = src.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+			}
+			n, err := src.Read(buf)
+			if n > 0 {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					// The reader went away; keep draining so the
+					// process is not blocked on a full pipe.
+					dst = io.Discard
+				}
+			}
+			if err != nil {
+				if errors.Is(err, os.ErrDeadlineExceeded) && !after {
+					continue
+				}
+				return
+			}
+		}
+	}
+	wg.Add(1)
+	go copyPipe(out, r)
+	if er != nil {
+		wg.Add(1)
+		go copyPipe(errOut, er)
+	}
+	// Reads block without a deadline until the process exits; then a
+	// deadline bounds each read. Wake blocked reads at exit so they pick
+	// up the deadline.
+	res, werr := wait(ctx, cmd, timeout)
+	close(exited)
+	_ = r.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if er != nil {
+		_ = er.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	}
+	wg.Wait()
+	return res, werr
+}

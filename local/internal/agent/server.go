@@ -8,10 +8,12 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"strconv"
 	"time"
 
 	"github.com/upstash/box-go/gen"
+	"github.com/upstash/box-go/stream"
 )
 
 // Handler serves the agent's part of the Box API: the same paths and wire
@@ -21,6 +23,7 @@ func (a *Agent) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not found")
 	})
+	mux.HandleFunc("POST "+ProcessPath, a.serveProcess)
 	strict := gen.NewStrictHandlerWithOptions(&api{a: a}, nil, gen.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			status := http.StatusBadRequest
@@ -142,12 +145,78 @@ func (s *api) ExecCode(ctx context.Context, req gen.ExecCodeRequestObject) (gen.
 	return toExecResponse(res), nil
 }
 
+// streamResponse streams a command's output followed by the exec-stream
+// terminator. The exit code and CPU time are also sent as trailers, for
+// boxd to record the run.
+type streamResponse struct {
+	ctx     context.Context
+	cmd     *exec.Cmd
+	timeout time.Duration
+	cleanup func()
+}
+
+func (s streamResponse) visit(w http.ResponseWriter) error {
+	if s.cleanup != nil {
+		defer s.cleanup()
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Trailer", "X-Box-Exit-Code, X-Box-Cpu-Ns")
+	w.WriteHeader(http.StatusOK)
+	fw := &flushWriter{w: w}
+	fw.flush()
+	res, err := runStreaming(s.ctx, s.cmd, fw, nil, s.timeout)
+	if err != nil {
+		return stream.WriteExecError(fw, err.Error())
+	}
+	if res.TimedOut {
+		_, _ = fmt.Fprintf(fw, "\n[boxd: timed out after %s]\n", s.timeout)
+	}
+	w.Header().Set("X-Box-Exit-Code", strconv.Itoa(res.ExitCode))
+	w.Header().Set("X-Box-Cpu-Ns", strconv.FormatInt(res.CPU.Nanoseconds(), 10))
+	return stream.WriteExit(fw, res.ExitCode, res.CPU.Nanoseconds())
+}
+
+func (s streamResponse) VisitExecStreamResponse(w http.ResponseWriter) error { return s.visit(w) }
+func (s streamResponse) VisitCodeStreamResponse(w http.ResponseWriter) error { return s.visit(w) }
+
 func (s *api) ExecStream(ctx context.Context, req gen.ExecStreamRequestObject) (gen.ExecStreamResponseObject, error) {
-	return nil, errorf(http.StatusNotImplemented, "exec-stream is not implemented by this boxd yet")
+	if req.Body == nil {
+		return nil, errorf(http.StatusBadRequest, "request body is required")
+	}
+	dir, err := folderPath(deref(req.Body.Folder))
+	if err != nil {
+		return nil, err
+	}
+	cmd, err := s.a.command(req.Body.Command, dir)
+	if err != nil {
+		return nil, err
+	}
+	return streamResponse{ctx: ctx, cmd: cmd}, nil
 }
 
 func (s *api) CodeStream(ctx context.Context, req gen.CodeStreamRequestObject) (gen.CodeStreamResponseObject, error) {
-	return nil, errorf(http.StatusNotImplemented, "code-stream is not implemented by this boxd yet")
+	if req.Body == nil {
+		return nil, errorf(http.StatusBadRequest, "request body is required")
+	}
+	dir, err := folderPath(deref(req.Body.Folder))
+	if err != nil {
+		return nil, err
+	}
+	timeout := time.Duration(deref(req.Body.Timeout)) * time.Millisecond
+	if timeout < 0 {
+		return nil, errorf(http.StatusBadRequest, "timeout must not be negative")
+	}
+	cmd, cleanup, err := s.a.codeCommand(req.Body.Code, string(req.Body.Language), dir)
+	var ce *compileError
+	if errors.As(err, &ce) {
+		// Report it like the interpreter would: on the output, exit 1.
+		cmd, err = s.a.command([]string{"sh", "-c", `printf '%s\n' "$0" >&2; exit 1`, ce.msg}, dir)
+		cleanup = nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return streamResponse{ctx: ctx, cmd: cmd, timeout: timeout, cleanup: cleanup}, nil
 }
 
 func (s *api) ReadFile(ctx context.Context, req gen.ReadFileRequestObject) (gen.ReadFileResponseObject, error) {

@@ -35,6 +35,12 @@ type Box struct {
 	UpdatedAt     int64                        `json:"updated_at"`
 	LastActivity  int64                        `json:"last_activity_at,omitempty"`
 	TotalCPUNs    int64                        `json:"total_cpu_ns,omitempty"`
+	// Agent usage totals and the session later runs resume.
+	TotalInputTokens  int64   `json:"total_input_tokens,omitempty"`
+	TotalOutputTokens int64   `json:"total_output_tokens,omitempty"`
+	TotalPrompts      int64   `json:"total_prompts,omitempty"`
+	TotalTokenCostUSD float64 `json:"total_token_cost_usd,omitempty"`
+	SessionID         string  `json:"session_id,omitempty"`
 	// Seq orders boxes created in the same second.
 	Seq int64 `json:"seq"`
 }

@@ -1,0 +1,280 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"strings"
+
+	"github.com/upstash/box-go/gen"
+	"github.com/upstash/box-go/local/internal/harnesses"
+	"github.com/upstash/box-go/local/internal/store"
+)
+
+// maxArgPrompt bounds a prompt passed as a command-line argument (the
+// kernel refuses single arguments over 128 KiB).
+const maxArgPrompt = 100 << 10
+
+// invocation is how one run starts its harness in the box.
+type invocation struct {
+	name   string // for messages, e.g. "custom harness python3"
+	binary string
+	argv   []string
+	env    map[string]string
+	stdin  string
+	// mapper turns a managed CLI's JSON lines into events; nil for a
+	// custom harness, which speaks box-sse-v1 itself.
+	mapper harnesses.Mapper
+}
+
+// notRunnable explains a harness that could not be started.
+func (inv *invocation) notRunnable(msg string) string {
+	if strings.Contains(msg, "executable file not found") || strings.Contains(msg, "no such file or directory") {
+		return fmt.Sprintf("%s: `%s` is not installed in the box (%s)", inv.name, inv.binary, msg)
+	}
+	return fmt.Sprintf("%s could not start: %s", inv.name, msg)
+}
+
+// harnessCommand builds the invocation of box b's harness for prompt.
+func harnessCommand(b *store.Box, prompt string, options map[string]any, boxEnv map[string]string) (*invocation, error) {
+	if b.Agent == "custom" || (b.Agent == "" && len(b.CustomRunner) > 0) {
+		var cr gen.CustomRunner
+		if err := json.Unmarshal(b.CustomRunner, &cr); err != nil || cr.Command == "" {
+			return nil, errorf(http.StatusConflict, "the box's custom harness has no command: configure it with PUT /config/custom-runner")
+		}
+		if cr.Protocol != nil && *cr.Protocol != gen.CustomRunnerProtocolBoxSseV1 {
+			return nil, errorf(http.StatusBadRequest, "custom harness protocol %q is not supported (want box-sse-v1)", *cr.Protocol)
+		}
+		if len(prompt) > maxArgPrompt {
+			return nil, errorf(http.StatusRequestEntityTooLarge, "a custom harness takes the prompt as an argument; at most %d bytes", maxArgPrompt)
+		}
+		model := b.Model
+		if model == "" {
+			model = "custom"
+		}
+		argv := append([]string{cr.Command}, cr.Args...)
+		argv = append(argv, "-p", prompt, "--model", model, "--stream")
+		if b.SessionID != "" {
+			argv = append(argv, "--session", b.SessionID)
+		}
+		inv := &invocation{name: "custom harness " + cr.Command, binary: cr.Command, argv: argv, env: map[string]string{}}
+		if len(options) > 0 {
+			raw, _ := json.Marshal(options)
+			inv.env["BOX_AGENT_OPTIONS"] = string(raw)
+		}
+		return inv, nil
+	}
+	h, ok := harnesses.Get(b.Agent)
+	if !ok {
+		if b.Agent == "" {
+			return nil, errorf(http.StatusConflict, "the box has no agent: create it with an agent, or set a model with PUT /config/model")
+		}
+		return nil, errorf(http.StatusBadRequest, "unknown harness %q", b.Agent)
+	}
+	key, err := providerKey(b, h, boxEnv)
+	if err != nil {
+		return nil, err
+	}
+	argv, env, stdin, err := h.Command(harnesses.Spec{Model: b.Model, Prompt: prompt, SessionID: b.SessionID, Options: options, APIKey: key})
+	if err != nil {
+		return nil, errorf(http.StatusBadRequest, "%s: %v", h.Name(), err)
+	}
+	return &invocation{name: h.Name() + " harness", binary: h.Binary(), argv: argv, env: env, stdin: stdin, mapper: h.NewMapper()}, nil
+}
+
+// providerKey finds the key a managed harness runs with: a raw key given
+// as agent_api_key, else one of the harness's key variables in the box's
+// environment. boxd has no Upstash-provided or stored keys.
+func providerKey(b *store.Box, h harnesses.Harness, env map[string]string) (string, error) {
+	switch b.AgentAPIKey {
+	case "", "UPSTASH_KEY", "STORED_KEY":
+	default:
+		return b.AgentAPIKey, nil
+	}
+	for _, name := range h.KeyEnv() {
+		if v := env[name]; v != "" {
+			return v, nil
+		}
+	}
+	why := "no provider key"
+	if b.AgentAPIKey != "" {
+		why = b.AgentAPIKey + " is not available on boxd (it has no Upstash-provided or stored keys)"
+	}
+	return "", errorf(http.StatusFailedDependency, "%s harness: %s: pass the provider key as the agent API key, or set %s in the box's env", h.Name(), why, strings.Join(h.KeyEnv(), " or "))
+}
+
+// prepareRun resolves the box and checks that its harness can run.
+func (c *controlPlane) prepareRun(ctx context.Context, id string, spec *runSpec) (*store.Box, error) {
+	b, err := c.box(id)
+	if err != nil {
+		return nil, err
+	}
+	if b.Ephemeral {
+		return nil, errorf(http.StatusBadRequest, "ephemeral boxes have no agent")
+	}
+	inv, err := harnessCommand(b, spec.prompt, spec.options, c.s.boxEnv(b))
+	if err != nil {
+		return nil, err
+	}
+	// A managed CLI that is not installed fails now, not mid-stream.
+	if inv.mapper != nil {
+		rt, err := c.s.boxes.ensureRunning(ctx, b)
+		if err != nil {
+			return nil, err
+		}
+		code, err := c.s.agentExec(ctx, rt, b.ID, []string{"sh", "-c", `command -v "$0" >/dev/null`, inv.binary})
+		if err != nil {
+			return nil, err
+		}
+		if code != 0 {
+			return nil, errorf(http.StatusFailedDependency, "%s: `%s` is not installed in the box; install it (for example with npm in the box's init command) or use a custom harness", inv.name, inv.binary)
+		}
+	}
+	return b, nil
+}
+
+// agentExec runs argv in the box through its agent and returns the exit
+// code.
+func (s *Server) agentExec(ctx context.Context, rt *runtime, boxID string, argv []string) (int, error) {
+	body, _ := json.Marshal(gen.ExecRequest{Command: argv})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://box/v2/box/"+boxID+"/exec", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := rt.transport.RoundTrip(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var res gen.ExecResult
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&res); err != nil {
+		return 0, fmt.Errorf("box agent: %w", err)
+	}
+	return res.ExitCode, nil
+}
+
+func (c *controlPlane) StreamAgentRun(ctx context.Context, req gen.StreamAgentRunRequestObject) (gen.StreamAgentRunResponseObject, error) {
+	spec, err := runRequest(req.JSONBody, req.MultipartBody)
+	if err != nil {
+		return nil, err
+	}
+	if spec.webhook != nil {
+		return nil, errorf(http.StatusBadRequest, "webhook runs go to POST /run, not /run/stream")
+	}
+	b, err := c.prepareRun(ctx, req.ID, spec)
+	if err != nil {
+		return nil, err
+	}
+	run, err := c.s.runs.begin(b, spec)
+	if err != nil {
+		return nil, err
+	}
+	return sseResponse{ctx: ctx, run: run}, nil
+}
+
+func (c *controlPlane) RunAgent(ctx context.Context, req gen.RunAgentRequestObject) (gen.RunAgentResponseObject, error) {
+	spec, err := runRequest(req.JSONBody, req.MultipartBody)
+	if err != nil {
+		return nil, err
+	}
+	if spec.webhook == nil {
+		return nil, errorf(http.StatusBadRequest, "webhook is required: stream runs with POST /run/stream")
+	}
+	b, err := c.prepareRun(ctx, req.ID, spec)
+	if err != nil {
+		return nil, err
+	}
+	run, err := c.s.runs.begin(b, spec)
+	if err != nil {
+		return nil, err
+	}
+	run.out.detach() // nobody reads the events of a webhook run
+	return gen.RunAgent200JSONResponse{Status: "accepted", BoxID: b.ID, RunID: &run.id}, nil
+}
+
+// runRequest reads a run request, JSON or multipart.
+func runRequest(jsonBody *gen.AgentRunRequest, mr *multipart.Reader) (*runSpec, error) {
+	switch {
+	case mr != nil:
+		return parseRunMultipart(mr)
+	case jsonBody != nil:
+		return parseRunJSON(jsonBody)
+	}
+	return nil, errorf(http.StatusBadRequest, "the request body must be JSON or multipart/form-data")
+}
+
+func (c *controlPlane) CancelRun(ctx context.Context, req gen.CancelRunRequestObject) (gen.CancelRunResponseObject, error) {
+	b, err := c.box(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := c.s.db.Run(b.ID, req.RunID)
+	if err != nil {
+		return nil, errorf(http.StatusNotFound, "run not found")
+	}
+	if !c.s.runs.cancelRun(rec.ID) {
+		return nil, errorf(http.StatusConflict, "run %s is not running (it is %s)", rec.ID, rec.Status)
+	}
+	return gen.CancelRun200JSONResponse(message("Run cancelled")), nil
+}
+
+func (c *controlPlane) ConfigureModel(ctx context.Context, req gen.ConfigureModelRequestObject) (gen.ConfigureModelResponseObject, error) {
+	if req.Body == nil || strings.TrimSpace(req.Body.Model) == "" {
+		return nil, errorf(http.StatusBadRequest, "model is required")
+	}
+	b, err := c.box(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	err = c.s.updateBox(b.ID, func(b *store.Box) error {
+		b.Model = req.Body.Model
+		if b.Agent == "" {
+			b.Agent = inferHarness(b.Model)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return gen.ConfigureModel200JSONResponse(message("Model configured")), nil
+}
+
+func (c *controlPlane) ConfigureCustomRunner(ctx context.Context, req gen.ConfigureCustomRunnerRequestObject) (gen.ConfigureCustomRunnerResponseObject, error) {
+	if req.Body == nil || req.Body.CustomRunner.Command == "" {
+		return nil, errorf(http.StatusBadRequest, "custom_runner.command is required")
+	}
+	b, err := c.box(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	if b.Agent != "custom" {
+		return nil, errorf(http.StatusConflict, "Custom harness can only be configured on custom agent boxes")
+	}
+	err = c.s.updateBox(b.ID, func(b *store.Box) error {
+		b.CustomRunner = raw(req.Body.CustomRunner)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return gen.ConfigureCustomRunner200JSONResponse(message("Custom harness configured")), nil
+}
+
+// inferHarness picks the harness a bare model string implies, by prefix,
+// as the official SDKs do.
+func inferHarness(model string) string {
+	for _, p := range []struct{ prefix, harness string }{
+		{"custom/", "custom"}, {"cursor/", "cursor"}, {"vercel/openai/", "codex"}, {"vercel/", "claude-code"},
+		{"openrouter/", "claude-code"}, {"opencode/", "opencode"}, {"openai/", "codex"}, {"anthropic/", "claude-code"},
+	} {
+		if strings.HasPrefix(model, p.prefix) {
+			return p.harness
+		}
+	}
+	return "claude-code"
+}

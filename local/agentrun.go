@@ -1,0 +1,724 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/upstash/box-go/gen"
+	"github.com/upstash/box-go/local/internal/agent"
+	"github.com/upstash/box-go/local/internal/harnesses"
+	"github.com/upstash/box-go/local/internal/store"
+	"github.com/upstash/box-go/stream"
+)
+
+// Limits on prompt attachments.
+const (
+	maxAttachments    = 10
+	maxAttachmentSize = 10 << 20
+)
+
+// runSpec is a validated agent run request.
+type runSpec struct {
+	prompt  string
+	folder  string
+	options map[string]any
+	schema  *jsonschema.Schema
+	files   []attachment
+	webhook *gen.Webhook
+}
+
+type attachment struct {
+	name      string
+	mediaType string
+	data      []byte
+}
+
+// parseRunJSON validates a JSON run request.
+func parseRunJSON(body *gen.AgentRunRequest) (*runSpec, error) {
+	if body == nil {
+		return nil, errorf(http.StatusBadRequest, "request body is required")
+	}
+	spec := &runSpec{prompt: body.Prompt, folder: deref(body.Folder), options: body.AgentOptions, webhook: body.Webhook}
+	if len(body.Files) > maxAttachments {
+		return nil, errorf(http.StatusBadRequest, "at most %d files can be attached, got %d", maxAttachments, len(body.Files))
+	}
+	for i, f := range body.Files {
+		name := deref(f.Filename)
+		if name == "" {
+			name = fmt.Sprintf("file-%d%s", i+1, extFor(f.MediaType))
+		}
+		spec.files = append(spec.files, attachment{name: name, mediaType: f.MediaType, data: f.Data})
+	}
+	if body.JSONSchema != nil {
+		sch, err := compileSchema(body.JSONSchema)
+		if err != nil {
+			return nil, err
+		}
+		spec.schema = sch
+	}
+	return spec, spec.check()
+}
+
+// parseRunMultipart validates a multipart run request: scalar fields as
+// form fields (objects JSON-encoded) and each attachment as a `files` part.
+func parseRunMultipart(mr *multipart.Reader) (*runSpec, error) {
+	spec := &runSpec{}
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, bodyError(err)
+		}
+		name := part.FormName()
+		if name == "files" {
+			if len(spec.files) == maxAttachments {
+				return nil, errorf(http.StatusBadRequest, "at most %d files can be attached", maxAttachments)
+			}
+			data, err := io.ReadAll(io.LimitReader(part, maxAttachmentSize+1))
+			if err != nil {
+				return nil, bodyError(err)
+			}
+			if len(data) > maxAttachmentSize {
+				return nil, errorf(http.StatusRequestEntityTooLarge, "attachment %q is larger than %d bytes", part.FileName(), maxAttachmentSize)
+			}
+			fname := path.Base(part.FileName())
+			if fname == "." || fname == "/" || fname == "" {
+				fname = fmt.Sprintf("file-%d", len(spec.files)+1)
+			}
+			mt := part.Header.Get("Content-Type")
+			if mt == "" {
+				mt = "application/octet-stream"
+			}
+			spec.files = append(spec.files, attachment{name: fname, mediaType: mt, data: data})
+			continue
+		}
+		v, err := io.ReadAll(io.LimitReader(part, 4<<20))
+		if err != nil {
+			return nil, bodyError(err)
+		}
+		switch name {
+		case "prompt":
+			spec.prompt = string(v)
+		case "folder":
+			spec.folder = string(v)
+		case "agent_options":
+			if err := json.Unmarshal(v, &spec.options); err != nil {
+				return nil, errorf(http.StatusBadRequest, "agent_options is not a JSON object: %v", err)
+			}
+		case "json_schema":
+			var m map[string]any
+			if err := json.Unmarshal(v, &m); err != nil {
+				return nil, errorf(http.StatusBadRequest, "json_schema is not a JSON object: %v", err)
+			}
+			if spec.schema, err = compileSchema(m); err != nil {
+				return nil, err
+			}
+		case "webhook":
+			var wh gen.Webhook
+			if err := json.Unmarshal(v, &wh); err != nil {
+				return nil, errorf(http.StatusBadRequest, "webhook is not a JSON object: %v", err)
+			}
+			spec.webhook = &wh
+		}
+	}
+	return spec, spec.check()
+}
+
+func bodyError(err error) error {
+	if errors.As(err, new(*http.MaxBytesError)) {
+		return errorf(http.StatusRequestEntityTooLarge, "request body is too large")
+	}
+	return errorf(http.StatusBadRequest, "reading request: %v", err)
+}
+
+func (s *runSpec) check() error {
+	if strings.TrimSpace(s.prompt) == "" {
+		return errorf(http.StatusBadRequest, "prompt is required")
+	}
+	for _, f := range s.files {
+		if len(f.data) > maxAttachmentSize {
+			return errorf(http.StatusRequestEntityTooLarge, "attachment %q is larger than %d bytes", f.name, maxAttachmentSize)
+		}
+	}
+	if s.webhook != nil && !strings.HasPrefix(s.webhook.URL, "http://") && !strings.HasPrefix(s.webhook.URL, "https://") {
+		return errorf(http.StatusBadRequest, "webhook.url must be an http or https URL")
+	}
+	return nil
+}
+
+func compileSchema(doc map[string]any) (*jsonschema.Schema, error) {
+	c := jsonschema.NewCompiler()
+	// Round-trip through JSON so numbers are what the compiler expects.
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return nil, errorf(http.StatusBadRequest, "json_schema: %v", err)
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, errorf(http.StatusBadRequest, "json_schema: %v", err)
+	}
+	if err := c.AddResource("response-schema.json", v); err != nil {
+		return nil, errorf(http.StatusBadRequest, "json_schema: %v", err)
+	}
+	sch, err := c.Compile("response-schema.json")
+	if err != nil {
+		return nil, errorf(http.StatusBadRequest, "json_schema is not a valid JSON schema: %v", err)
+	}
+	return sch, nil
+}
+
+func extFor(mediaType string) string {
+	switch mediaType {
+	case "image/png":
+		return ".png"
+	case "image/jpeg":
+		return ".jpg"
+	case "image/gif":
+		return ".gif"
+	case "image/webp":
+		return ".webp"
+	case "application/pdf":
+		return ".pdf"
+	case "text/plain":
+		return ".txt"
+	case "application/json":
+		return ".json"
+	}
+	return ""
+}
+
+// agentRun is one run of a box's agent.
+type agentRun struct {
+	id     string
+	box    *store.Box
+	spec   *runSpec
+	ctx    context.Context
+	cancel context.CancelFunc
+	out    *relay
+	start  time.Time
+
+	cancelled bool // set under runs.mu
+}
+
+// runs tracks the agent runs in progress.
+type runs struct {
+	s *Server
+
+	mu     sync.Mutex
+	active map[string]*agentRun
+	wg     sync.WaitGroup
+	closed bool
+}
+
+func newRuns(s *Server) *runs { return &runs{s: s, active: map[string]*agentRun{}} }
+
+// begin registers and starts a run. Its output goes to the returned relay.
+func (rs *runs) begin(b *store.Box, spec *runSpec) (*agentRun, error) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.closed {
+		return nil, errorf(http.StatusServiceUnavailable, "boxd is shutting down")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &agentRun{id: newID("run-"), box: b, spec: spec, ctx: ctx, cancel: cancel, out: newRelay(), start: time.Now()}
+	rec := &store.Run{ID: r.id, BoxID: b.ID, Type: "agent", Status: "running", Prompt: spec.prompt, Model: b.Model, CreatedAt: r.start.Unix(), Seq: r.start.UnixNano()}
+	if err := rs.s.db.PutRun(rec); err != nil {
+		cancel()
+		return nil, err
+	}
+	rs.active[r.id] = r
+	rs.wg.Add(1)
+	go func() {
+		defer rs.wg.Done()
+		rs.execute(r, rec)
+		rs.mu.Lock()
+		delete(rs.active, r.id)
+		rs.mu.Unlock()
+		cancel()
+	}()
+	return r, nil
+}
+
+// cancelRun stops a run in progress. It reports whether the run was
+// active.
+func (rs *runs) cancelRun(id string) bool {
+	rs.mu.Lock()
+	r := rs.active[id]
+	if r != nil {
+		r.cancelled = true
+	}
+	rs.mu.Unlock()
+	if r == nil {
+		return false
+	}
+	r.cancel()
+	return true
+}
+
+// closeAll cancels every run and waits for them to be recorded.
+func (rs *runs) closeAll() {
+	rs.mu.Lock()
+	rs.closed = true
+	for _, r := range rs.active {
+		r.cancelled = true
+		r.cancel()
+	}
+	rs.mu.Unlock()
+	rs.wg.Wait()
+}
+
+func (rs *runs) wasCancelled(r *agentRun) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return r.cancelled
+}
+
+// outcome is what a run produced.
+type outcome struct {
+	text     strings.Builder // text deltas
+	done     *gen.DoneEventData
+	errMsg   string
+	exitCode int
+	cpuNs    int64
+	memPeak  int64
+	stderr   string
+}
+
+// execute runs the harness, relays its events and records the result.
+func (rs *runs) execute(r *agentRun, rec *store.Run) {
+	s := rs.s
+	r.out.send("run_start", gen.RunStartEventData{RunID: r.id})
+	var o outcome
+	status := "completed"
+	err := rs.runHarness(r, &o)
+	switch {
+	case rs.wasCancelled(r):
+		status = "cancelled"
+		o.errMsg = "run cancelled"
+		r.out.send("error", gen.StreamErrorEventData{Error: o.errMsg})
+	case err != nil:
+		status = "failed"
+		o.errMsg = err.Error()
+		r.out.send("error", gen.StreamErrorEventData{Error: o.errMsg})
+	case o.errMsg != "":
+		status = "failed"
+	}
+
+	output := o.text.String()
+	if o.done != nil && deref(o.done.Output) != "" {
+		output = deref(o.done.Output)
+	}
+	now := time.Now()
+	rec.Status = status
+	rec.Output = output
+	rec.ErrorMessage = o.errMsg
+	rec.CPUNs = o.cpuNs
+	rec.MemoryPeak = o.memPeak
+	rec.DurationMs = now.Sub(r.start).Milliseconds()
+	rec.CompletedAt = now.Unix()
+	if d := o.done; d != nil {
+		rec.InputTokens = deref(d.InputTokens)
+		rec.OutputTokens = deref(d.OutputTokens)
+		rec.CachedTokens = deref(d.CachedInputTokens)
+		rec.CostUSD = deref(d.TotalCostUSD)
+		rec.SessionID = deref(d.SessionID)
+	}
+	if err := s.db.PutRun(rec); err != nil {
+		s.log.Warn("cannot record run", "run", r.id, "err", err)
+	}
+	_ = s.updateBox(r.box.ID, func(b *store.Box) error {
+		b.TotalInputTokens += rec.InputTokens
+		b.TotalOutputTokens += rec.OutputTokens
+		b.TotalPrompts++
+		b.TotalCPUNs += rec.CPUNs
+		b.TotalTokenCostUSD += rec.CostUSD
+		b.LastActivity = now.Unix()
+		if rec.SessionID != "" {
+			b.SessionID = rec.SessionID
+		}
+		return nil
+	})
+	msg := fmt.Sprintf("agent run %s %s in %s", r.id, status, now.Sub(r.start).Round(time.Millisecond))
+	level := "info"
+	if status != "completed" {
+		level = "error"
+		msg += ": " + o.errMsg
+	}
+	s.logf(r.box.ID, level, "agent", msg)
+	// The record is written before the stream ends, so that a client that
+	// saw the end finds the run recorded.
+	r.out.send("stats", gen.StatsEventData{CPUNs: &o.cpuNs, MemoryPeakBytes: &o.memPeak})
+	r.out.end()
+	if r.spec.webhook != nil {
+		s.deliverWebhook(r.box.ID, r.spec.webhook, gen.WebhookPayload{
+			BoxID: r.box.ID, RunID: &r.id, Status: webhookStatus(status), Output: &output, Error: nonEmptyPtr(o.errMsg),
+		})
+	}
+}
+
+func webhookStatus(status string) gen.WebhookPayloadStatus {
+	if status == "completed" {
+		return gen.WebhookPayloadStatusCompleted
+	}
+	return gen.WebhookPayloadStatusFailed
+}
+
+func nonEmptyPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// runHarness starts the box's harness in the box and relays its events.
+// It returns an error for a run that could not complete; an `error` event
+// from the harness is recorded in o.errMsg instead.
+func (rs *runs) runHarness(r *agentRun, o *outcome) error {
+	s := rs.s
+	rt, err := s.boxes.ensureRunning(r.ctx, r.box)
+	if err != nil {
+		return err
+	}
+	prompt := r.spec.prompt
+	if len(r.spec.files) > 0 {
+		paths, err := s.writeAttachments(r.ctx, rt, r.box.ID, r.id, r.spec.files)
+		if err != nil {
+			return fmt.Errorf("attachments: %w", err)
+		}
+		prompt += "\n\nAttached files:\n"
+		for i, p := range paths {
+			prompt += fmt.Sprintf("- %s (%s)\n", p, r.spec.files[i].mediaType)
+		}
+	}
+	inv, err := harnessCommand(r.box, prompt, r.spec.options, s.boxEnv(r.box))
+	if err != nil {
+		return err
+	}
+	preq := agent.ProcessRequest{Argv: inv.argv, Folder: r.spec.folder, Env: inv.env, Stdin: inv.stdin}
+	body, _ := json.Marshal(preq)
+	req, err := http.NewRequestWithContext(r.ctx, http.MethodPost, "http://box"+agent.ProcessPath, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	resp, err := rt.transport.RoundTrip(req)
+	if err != nil {
+		return fmt.Errorf("box agent: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var e gen.ErrorResponse
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e)
+		return errors.New(e.Error)
+	}
+	emit := func(event string, data []byte) bool {
+		return rs.handleEvent(r, o, event, data)
+	}
+	if inv.mapper != nil {
+		err = harnesses.Decode(resp.Body, inv.mapper, emit)
+	} else {
+		dec := stream.NewDecoder(resp.Body)
+		for dec.Next() {
+			ev := dec.Event()
+			if !emit(ev.Type, ev.Data) {
+				break
+			}
+		}
+		err = dec.Err()
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if rs.wasCancelled(r) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading harness output: %w", err)
+	}
+	if msg := resp.Trailer.Get(agent.TrailerError); msg != "" {
+		return errors.New(inv.notRunnable(msg))
+	}
+	o.exitCode, _ = strconv.Atoi(resp.Trailer.Get(agent.TrailerExitCode))
+	o.cpuNs, _ = strconv.ParseInt(resp.Trailer.Get(agent.TrailerCPU), 10, 64)
+	o.memPeak, _ = strconv.ParseInt(resp.Trailer.Get(agent.TrailerMemoryPeak), 10, 64)
+	if tail, err := base64.StdEncoding.DecodeString(resp.Trailer.Get(agent.TrailerStderr)); err == nil {
+		o.stderr = string(tail)
+	}
+	if o.done == nil && o.errMsg == "" && o.exitCode != 0 {
+		msg := fmt.Sprintf("%s exited with status %d", inv.name, o.exitCode)
+		if t := strings.TrimSpace(lastLines(o.stderr, 5)); t != "" {
+			msg += ": " + t
+		}
+		return errors.New(msg)
+	}
+	if o.done == nil && o.errMsg == "" && r.spec.schema != nil {
+		// No done event: the accumulated text is the result.
+		if err := validateOutput(r.spec.schema, o.text.String()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// handleEvent relays one harness event and keeps what the run record
+// needs. It returns false to stop reading (after an error event).
+func (rs *runs) handleEvent(r *agentRun, o *outcome, event string, data []byte) bool {
+	switch event {
+	case "run_start", "stats":
+		// boxd sends these itself.
+		return true
+	case "text":
+		var t gen.TextEventData
+		if json.Unmarshal(data, &t) == nil {
+			o.text.WriteString(t.Text)
+		}
+	case "done":
+		var d gen.DoneEventData
+		if err := json.Unmarshal(data, &d); err != nil {
+			o.errMsg = "harness sent an invalid done event: " + err.Error()
+			r.out.send("error", gen.StreamErrorEventData{Error: o.errMsg})
+			return false
+		}
+		if r.spec.schema != nil {
+			final := deref(d.Output)
+			if final == "" {
+				final = o.text.String()
+			}
+			if err := validateOutput(r.spec.schema, final); err != nil {
+				o.errMsg = err.Error()
+				r.out.send("error", gen.StreamErrorEventData{Error: o.errMsg})
+				return false
+			}
+		}
+		o.done = &d
+	case "error":
+		var e gen.StreamErrorEventData
+		_ = json.Unmarshal(data, &e)
+		o.errMsg = e.Error
+		if o.errMsg == "" {
+			o.errMsg = "harness reported an error"
+		}
+	}
+	r.out.sendRaw(event, data)
+	return event != "error"
+}
+
+// validateOutput checks the final output of a structured run against the
+// response schema.
+func validateOutput(sch *jsonschema.Schema, output string) error {
+	text := strings.TrimSpace(output)
+	v, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
+	if err != nil {
+		return fmt.Errorf("output is not JSON matching the response schema: %v; output starts with %q", err, truncate(text, 200))
+	}
+	if err := sch.Validate(v); err != nil {
+		var ve *jsonschema.ValidationError
+		if errors.As(err, &ve) {
+			return fmt.Errorf("output does not match the response schema: %s", strings.TrimSpace(ve.Error()))
+		}
+		return fmt.Errorf("output does not match the response schema: %v", err)
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// writeAttachments stores a run's attachments in the box and returns their
+// box paths.
+func (s *Server) writeAttachments(ctx context.Context, rt *runtime, boxID, runID string, files []attachment) ([]string, error) {
+	dir := "/tmp/boxd-attachments/" + runID
+	var paths []string
+	seen := map[string]int{}
+	for _, f := range files {
+		name := f.name
+		if n := seen[name]; n > 0 {
+			name = fmt.Sprintf("%d-%s", n, name)
+		}
+		seen[f.name]++
+		p := dir + "/" + name
+		enc := gen.WriteFileRequestEncodingBase64
+		body, _ := json.Marshal(gen.WriteFileRequest{Path: p, Content: base64.StdEncoding.EncodeToString(f.data), Encoding: &enc})
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://box/v2/box/"+boxID+"/files/write", bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := rt.transport.RoundTrip(req)
+		if err != nil {
+			return nil, err
+		}
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("write %s: %s", p, msg)
+		}
+		paths = append(paths, p)
+	}
+	return paths, nil
+}
+
+// relay carries a run's events to the client that started it. The run
+// never blocks on the client: frames queue here, and a client that went
+// away just stops reading them.
+type relay struct {
+	mu       sync.Mutex
+	frames   []frame
+	ended    bool
+	detached bool
+	notify   chan struct{}
+}
+
+type frame struct {
+	event string
+	data  []byte
+}
+
+func newRelay() *relay { return &relay{notify: make(chan struct{}, 1)} }
+
+func (r *relay) send(event string, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	r.sendRaw(event, data)
+}
+
+func (r *relay) sendRaw(event string, data []byte) {
+	r.mu.Lock()
+	if !r.detached {
+		r.frames = append(r.frames, frame{event, append([]byte(nil), data...)})
+	}
+	r.mu.Unlock()
+	r.wake()
+}
+
+func (r *relay) end() {
+	r.mu.Lock()
+	r.ended = true
+	r.mu.Unlock()
+	r.wake()
+}
+
+func (r *relay) wake() {
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
+}
+
+// detach drops queued and future frames (the client went away).
+func (r *relay) detach() {
+	r.mu.Lock()
+	r.detached = true
+	r.frames = nil
+	r.mu.Unlock()
+}
+
+// take returns the queued frames and whether the run has ended.
+func (r *relay) take() ([]frame, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f := r.frames
+	r.frames = nil
+	return f, r.ended
+}
+
+// sseResponse streams a run's events as the response of run/stream.
+type sseResponse struct {
+	ctx context.Context
+	run *agentRun
+}
+
+func (s sseResponse) VisitStreamAgentRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	enc := stream.NewEncoder(w)
+	for {
+		frames, ended := s.run.out.take()
+		for _, f := range frames {
+			if err := enc.Encode(f.event, f.data); err != nil {
+				// The client went away; the run goes on and is recorded.
+				s.run.out.detach()
+				return nil
+			}
+		}
+		if ended {
+			return nil
+		}
+		select {
+		case <-s.run.out.notify:
+		case <-s.ctx.Done():
+			s.run.out.detach()
+			return nil
+		}
+	}
+}
+
+// deliverWebhook POSTs a run's result to the caller's URL, trying a few
+// times on connection errors and 5xx. Header values are never logged.
+func (s *Server) deliverWebhook(boxID string, wh *gen.Webhook, payload gen.WebhookPayload) {
+	body, _ := json.Marshal(payload)
+	var last string
+	for attempt := 0; attempt < 3; attempt++ {
+		if attempt > 0 {
+			time.Sleep(time.Duration(attempt) * 500 * time.Millisecond)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, wh.URL, bytes.NewReader(body))
+		if err != nil {
+			cancel()
+			last = "invalid webhook URL"
+			break
+		}
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range wh.Headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := s.webhookClient.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+		}
+		cancel()
+		if err == nil && resp.StatusCode < 500 {
+			if resp.StatusCode >= 300 {
+				last = fmt.Sprintf("webhook answered %d", resp.StatusCode)
+				break
+			}
+			return
+		}
+		if err != nil {
+			last = "webhook delivery failed: " + errors.Unwrap(err).Error()
+		} else {
+			last = fmt.Sprintf("webhook answered %d", resp.StatusCode)
+		}
+	}
+	s.logf(boxID, "warn", "system", last)
+}
