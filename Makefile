@@ -29,8 +29,9 @@ check-generate: ## Fail if gen/ is not what api/openapi.yaml generates.
 deps: ## Install bubblewrap (and python3) when missing and allowed.
 	@./scripts/deps.sh
 
-demo: deps ## Run the quickstart example (embedded boxd unless UPSTASH_BOX_API_KEY is set).
+demo: deps ## Run the examples (embedded boxd unless UPSTASH_BOX_API_KEY is set).
 	go run ./examples/quickstart
+	go run ./examples/agent
 
 vet: ## gofmt and go vet.
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
