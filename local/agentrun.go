@@ -162,6 +162,10 @@ func (s *runSpec) check() error {
 	return nil
 }
 
+// schemaURL names a run's response schema for the validator; it is never
+// fetched.
+const schemaURL = "urn:box:response-schema"
+
 func compileSchema(doc map[string]any) (*jsonschema.Schema, error) {
 	c := jsonschema.NewCompiler()
 	// Round-trip through JSON so numbers are what the compiler expects.
@@ -173,10 +177,10 @@ func compileSchema(doc map[string]any) (*jsonschema.Schema, error) {
 	if err != nil {
 		return nil, errorf(http.StatusBadRequest, "json_schema: %v", err)
 	}
-	if err := c.AddResource("response-schema.json", v); err != nil {
+	if err := c.AddResource(schemaURL, v); err != nil {
 		return nil, errorf(http.StatusBadRequest, "json_schema: %v", err)
 	}
-	sch, err := c.Compile("response-schema.json")
+	sch, err := c.Compile(schemaURL)
 	if err != nil {
 		return nil, errorf(http.StatusBadRequest, "json_schema is not a valid JSON schema: %v", err)
 	}
@@ -527,7 +531,13 @@ func validateOutput(sch *jsonschema.Schema, output string) error {
 	if err := sch.Validate(v); err != nil {
 		var ve *jsonschema.ValidationError
 		if errors.As(err, &ve) {
-			return fmt.Errorf("output does not match the response schema: %s", strings.TrimSpace(ve.Error()))
+			// The first line names the schema; the rest say what failed
+			// where ("- at '/verdict': value must be one of ...").
+			msg := strings.TrimSpace(ve.Error())
+			if _, rest, ok := strings.Cut(msg, "\n"); ok {
+				msg = strings.TrimSpace(rest)
+			}
+			return fmt.Errorf("output does not match the response schema: %s", msg)
 		}
 		return fmt.Errorf("output does not match the response schema: %v", err)
 	}

@@ -125,6 +125,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("boxd: %w", err)
 	}
 	s.db = db
+	// Processes a killed boxd left behind (a paused box's frozen sandbox
+	// outlives its parent) end now, before any box starts again.
+	if boxes, err := db.Boxes(); err == nil {
+		for _, b := range boxes {
+			sandbox.Reap(b.ID)
+		}
+	}
 	s.boxes = newBoxes(s)
 	s.runs = newRuns(s)
 	s.webhookClient = &http.Client{Timeout: 30 * time.Second}

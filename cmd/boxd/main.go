@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/upstash/box-go/local"
@@ -28,7 +29,11 @@ import (
 
 func main() {
 	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "boxd:", err)
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "boxd:") {
+			msg = "boxd: " + msg
+		}
+		fmt.Fprintln(os.Stderr, msg)
 		os.Exit(1)
 	}
 }
@@ -62,6 +67,10 @@ func run() error {
 		key = "box_local_" + hex.EncodeToString(b[:])
 		generated = true
 	}
+	// Signals are handled from here on, so that boxd always shuts down
+	// cleanly once it has said it is listening.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	srv, err := local.New(local.Config{DataDir: *data, APIKey: key, Isolation: *isolation, Logger: log})
 	if err != nil {
 		return err
@@ -77,7 +86,5 @@ func run() error {
 		fmt.Printf("API key: %s\n", key)
 	}
 	fmt.Printf("export UPSTASH_BOX_BASE_URL=%s\n", url)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	return srv.Serve(ctx, l)
 }

@@ -22,8 +22,10 @@ const (
 	jsSDKVersion = "0.5.5"
 	// npmInstallTimeout bounds `npm ci` when node_modules is missing or stale.
 	npmInstallTimeout = 5 * time.Minute
-	// scriptTimeout bounds one run of the conformance script.
+	// scriptTimeout bounds one run of a conformance script.
 	scriptTimeout = 3 * time.Minute
+	// harnessBuildTimeout bounds building internal/testharness.
+	harnessBuildTimeout = 3 * time.Minute
 )
 
 // TestOfficialJSSDK05 runs the official @upstash/box 0.5.5 JS SDK (from npm,
@@ -31,6 +33,25 @@ const (
 //
 // Without node/npm the test is skipped, unless CI is set: CI must run it.
 func TestOfficialJSSDK05(t *testing.T) {
+	runJSScript(t, "box05.mjs")
+}
+
+// TestOfficialJSSDK05Agent runs js/agent05.mjs: agent runs and streams of
+// the official 0.5.5 JS SDK against boxd, with internal/testharness as the
+// box's custom harness (box-sse-v1), plus the exec streams.
+func TestOfficialJSSDK05Agent(t *testing.T) {
+	// Skip before building the harness when node/npm are missing.
+	requireTool(t, "node")
+	requireTool(t, "npm")
+	bin := buildTestHarness(t)
+	runJSScript(t, "agent05.mjs", "BOX_TEST_HARNESS="+bin)
+}
+
+// runJSScript runs node on script in js/ against a fresh boxd, with
+// BOX_BASE_URL, BOX_API_KEY and extraEnv set, and fails the test when the
+// script fails. It skips (fails under CI) without node/npm.
+func runJSScript(t *testing.T, script string, extraEnv ...string) {
+	t.Helper()
 	node := requireTool(t, "node")
 	npm := requireTool(t, "npm")
 	requireNodeMajor(t, node, 18)
@@ -46,13 +67,15 @@ func TestOfficialJSSDK05(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), scriptTimeout)
 	defer cancel()
 
-	cmd := exec.CommandContext(ctx, node, "box05.mjs")
+	cmd := exec.CommandContext(ctx, node, script)
 	cmd.Dir = jsDir
 	cmd.Env = append(scriptEnv(),
 		"BOX_BASE_URL="+srv.URL(),
 		"BOX_API_KEY="+srv.APIKey(),
 	)
-	out := &lineLogger{t: t, prefix: "box05: "}
+	cmd.Env = append(cmd.Env, extraEnv...)
+	name := strings.TrimSuffix(script, ".mjs")
+	out := &lineLogger{t: t, prefix: name + ": "}
 	cmd.Stdout = out
 	cmd.Stderr = out
 	// If node leaves a child holding the pipes, do not hang past the deadline.
@@ -63,12 +86,42 @@ func TestOfficialJSSDK05(t *testing.T) {
 	out.flush()
 	if runErr != nil {
 		if ctx.Err() != nil {
-			t.Fatalf("box05.mjs did not finish within %v: %v", scriptTimeout, runErr)
+			t.Fatalf("%s did not finish within %v: %v", script, scriptTimeout, runErr)
 		}
-		t.Fatalf("box05.mjs failed after %v: %v (see the log above for the failing check)",
-			time.Since(start).Round(time.Millisecond), runErr)
+		t.Fatalf("%s failed after %v: %v (see the log above for the failing check)",
+			script, time.Since(start).Round(time.Millisecond), runErr)
 	}
-	t.Logf("box05.mjs passed in %v", time.Since(start).Round(time.Millisecond))
+	t.Logf("%s passed in %v", script, time.Since(start).Round(time.Millisecond))
+}
+
+// buildTestHarness builds internal/testharness, statically (CGO_ENABLED=0)
+// so that it runs inside a box, into t.TempDir() and returns its path.
+func buildTestHarness(t *testing.T) string {
+	t.Helper()
+	// The test runs in internal/conformance; the module root is two up.
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("cannot find the module root from the test directory: %v", err)
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("go not found on PATH: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "testharness")
+
+	ctx, cancel := context.WithTimeout(t.Context(), harnessBuildTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, goTool, "build", "-o", bin, "./internal/testharness")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.WaitDelay = 10 * time.Second
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building internal/testharness: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // requireTool returns the absolute path of an executable, or skips the test
@@ -171,6 +224,7 @@ func scriptEnv() []string {
 		"UPSTASH_BOX_BASE_URL":      true,
 		"BOX_BASE_URL":              true,
 		"BOX_API_KEY":               true,
+		"BOX_TEST_HARNESS":          true,
 	}
 	var env []string
 	for _, kv := range os.Environ() {

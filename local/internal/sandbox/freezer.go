@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,7 +22,41 @@ type freezer interface {
 	remove()
 }
 
+// cgroupDirs lists where a box's freezer cgroup can be.
+func cgroupDirs(id string) []string {
+	dirs := []string{filepath.Join("/sys/fs/cgroup/freezer", "boxd", id)}
+	if rel := unifiedCgroup(); rel != "" {
+		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", rel, "boxd-"+id))
+	}
+	return dirs
+}
+
+// Reap ends whatever is left of a box's sandbox from an earlier boxd that
+// died without cleaning up: its processes are thawed (a frozen process
+// cannot die), killed, and its cgroup removed. It is safe to call for a
+// box that has nothing left.
+func Reap(id string) {
+	for _, dir := range cgroupDirs(id) {
+		if _, err := os.Stat(dir); err != nil {
+			continue
+		}
+		_ = os.WriteFile(filepath.Join(dir, "freezer.state"), []byte("THAWED"), 0o644)
+		_ = os.WriteFile(filepath.Join(dir, "cgroup.freeze"), []byte("0"), 0o644)
+		for i := 0; i < 200; i++ {
+			killProcs(filepath.Join(dir, "cgroup.procs"))
+			b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+			if err != nil || len(strings.TrimSpace(string(b))) == 0 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		removeCgroup(dir)
+	}
+}
+
 func newFreezer(id string, pid int) freezer {
+	// A cgroup left by a boxd that died may still be frozen.
+	Reap(id)
 	if f, err := newCgroupV1(id, pid); err == nil {
 		return f
 	}
@@ -84,16 +119,24 @@ func (c *cgroupV1) remove()       { removeCgroup(c.dir) }
 
 type cgroupV2 struct{ dir string }
 
-func newCgroupV2(id string, pid int) (*cgroupV2, error) {
+// unifiedCgroup returns this process's cgroup v2 path, "" without one.
+func unifiedCgroup() string {
 	self, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
-		return nil, err
+		return ""
 	}
-	var rel string
 	for _, line := range strings.Split(string(self), "\n") {
-		if strings.HasPrefix(line, "0::") {
-			rel = strings.TrimPrefix(line, "0::")
+		if rel, ok := strings.CutPrefix(line, "0::"); ok {
+			return rel
 		}
+	}
+	return ""
+}
+
+func newCgroupV2(id string, pid int) (*cgroupV2, error) {
+	rel := unifiedCgroup()
+	if rel == "" {
+		return nil, errors.New("no cgroup v2")
 	}
 	dir := filepath.Join("/sys/fs/cgroup", rel, "boxd-"+id)
 	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {

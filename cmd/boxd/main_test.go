@@ -1,0 +1,700 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/upstash/box-go/box"
+	"github.com/upstash/box-go/local"
+)
+
+// boxdBin is the boxd binary built by TestMain. The tests run it as a
+// separate program, as users do, so that it can be killed.
+var boxdBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(buildAndRun(m))
+}
+
+func buildAndRun(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "boxd-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	// A sandboxed box's agent is this binary re-executed: the box user
+	// must be able to reach it.
+	_ = os.Chmod(dir, 0o755)
+	boxdBin = filepath.Join(dir, "boxd")
+	gobin, err := goTool()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	build := exec.Command(gobin, "build", "-o", boxdBin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building boxd: %v\n%s", err, out)
+		return 1
+	}
+	return m.Run()
+}
+
+// goTool finds the go command: the one on PATH, else the one of the
+// toolchain that built this test.
+func goTool() (string, error) {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p, nil
+	}
+	p := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("no go command on PATH or in %s", runtime.GOROOT())
+	}
+	return p, nil
+}
+
+// lockedBuffer collects a process's stderr.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// daemon is one boxd process.
+type daemon struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stderr *lockedBuffer
+	lines  chan string   // stdout, line by line; closed at EOF
+	exited chan struct{} // closed once the process has been waited for
+	state  *os.ProcessState
+
+	mu     sync.Mutex
+	stdout []string
+
+	url string // from the listen line, once it is printed
+}
+
+var listenRE = regexp.MustCompile(`^boxd listening on (http://127\.0\.0\.1:[0-9]+) \(data (.+), isolation (bwrap|none)\)$`)
+
+// launch starts boxd with args and env (nil env: this process's
+// environment without UPSTASH_BOX_API_KEY) in its own process group, and
+// makes sure t.Cleanup kills the group.
+func launch(t *testing.T, env []string, args ...string) *daemon {
+	t.Helper()
+	if env == nil {
+		env = environWithout("UPSTASH_BOX_API_KEY")
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(boxdBin, args...)
+	cmd.Env = env
+	cmd.Stdout = pw
+	d := &daemon{t: t, cmd: cmd, stderr: &lockedBuffer{}, lines: make(chan string, 100), exited: make(chan struct{})}
+	cmd.Stderr = d.stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		pr.Close()
+		pw.Close()
+		t.Fatalf("start boxd: %v", err)
+	}
+	pw.Close()
+	go func() {
+		defer close(d.lines)
+		defer pr.Close()
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			d.mu.Lock()
+			d.stdout = append(d.stdout, sc.Text())
+			d.mu.Unlock()
+			d.lines <- sc.Text()
+		}
+		// Keep draining so that boxd never blocks on a full pipe.
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	go func() {
+		_ = cmd.Wait()
+		d.state = cmd.ProcessState
+		close(d.exited)
+	}()
+	t.Cleanup(func() {
+		d.kill()
+		if t.Failed() {
+			t.Logf("boxd %v stdout:\n%s\nstderr:\n%s", args, strings.Join(d.stdoutLines(), "\n"), d.stderr.String())
+		}
+	})
+	return d
+}
+
+// start launches boxd and waits for its listen line.
+func start(t *testing.T, env []string, args ...string) *daemon {
+	t.Helper()
+	d := launch(t, env, args...)
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case line, ok := <-d.lines:
+			if !ok {
+				<-d.exited
+				t.Fatalf("boxd exited before listening (%v): %s", d.state, d.stderr.String())
+			}
+			if m := listenRE.FindStringSubmatch(line); m != nil {
+				d.url = m[1]
+				return d
+			}
+		case <-timeout:
+			t.Fatalf("boxd printed no listen line within 60s; stdout %q, stderr %s", d.stdoutLines(), d.stderr.String())
+		}
+	}
+}
+
+func (d *daemon) stdoutLines() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.stdout)
+}
+
+// waitExit waits up to timeout for boxd to exit and returns how it ended.
+func (d *daemon) waitExit(timeout time.Duration) *os.ProcessState {
+	d.t.Helper()
+	select {
+	case <-d.exited:
+		return d.state
+	case <-time.After(timeout):
+		d.t.Fatalf("boxd still running after %v; stderr: %s", timeout, d.stderr.String())
+		return nil
+	}
+}
+
+// kill SIGKILLs boxd's whole process group and waits for boxd.
+func (d *daemon) kill() {
+	_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-d.exited:
+	case <-time.After(10 * time.Second):
+		d.t.Errorf("boxd (pid %d) did not exit 10s after SIGKILL", d.cmd.Process.Pid)
+	}
+}
+
+func (d *daemon) client(t *testing.T, key string) *box.Client {
+	t.Helper()
+	c, err := box.NewClient(box.WithAPIKey(key), box.WithBaseURL(d.url), box.WithTelemetry(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func environWithout(names ...string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(names, k) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func randBytes(n int) []byte {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return b
+}
+
+func newKey() string { return "box_test_" + hex.EncodeToString(randBytes(16)) }
+
+// marker returns a sleep duration that no other process uses, so that
+// /proc can tell whether that sleep is alive.
+func marker() string {
+	b := randBytes(3)
+	return fmt.Sprintf("3000.%07d", (int(b[0])<<16|int(b[1])<<8|int(b[2]))%10000000)
+}
+
+// procsWith returns the pids of the processes, other than this one, whose
+// command line contains s.
+func procsWith(s string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		if strings.Contains(strings.ReplaceAll(string(raw), "\x00", " "), s) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func waitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+// killLeftovers makes sure no process matching one of the strings
+// outlives the test, whatever the test concluded.
+func killLeftovers(t *testing.T, patterns ...string) {
+	t.Cleanup(func() {
+		for _, p := range patterns {
+			for _, pid := range procsWith(p) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+}
+
+// TestKill9KeepsBoxesAndWrites SIGKILLs boxd with a box running and
+// checks that a new boxd on the same data directory has the box and every
+// write boxd acknowledged, and that the killed boxd's sandbox died with it.
+func TestKill9KeepsBoxesAndWrites(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	data := t.TempDir()
+	boxesDir := filepath.Join(data, "boxes")
+	key := newKey()
+	bg := marker()
+	killLeftovers(t, boxesDir, "sleep "+bg)
+	ctx := t.Context()
+
+	d1 := start(t, nil, "-addr", "127.0.0.1:0", "-data", data, "-api-key", key)
+	c1 := d1.client(t, key)
+	b, err := c1.Create(ctx, &box.CreateParams{Name: "survivor", Labels: []string{"kill9"}, Env: map[string]string{"GREETING": "still here"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := b.ID()
+
+	// Every acknowledged write, by box path.
+	want := map[string][]byte{}
+	write := func(p string, data []byte) {
+		t.Helper()
+		if err := b.Files.Write(ctx, p, data); err != nil {
+			t.Fatalf("Write %s: %v", p, err)
+		}
+		want[p] = data
+	}
+	allBytes := make([]byte, 256)
+	for i := range allBytes {
+		allBytes[i] = byte(i)
+	}
+	write("/workspace/home/notes.txt", []byte("first version\n"))
+	write("/workspace/home/notes.txt", []byte("second version, acknowledged last\n"))
+	write("/workspace/home/deep/dir/tree/leaf.txt", []byte("héllo wörld ✓\n"))
+	write("/workspace/home/bin/all-bytes.bin", allBytes)
+	write("/workspace/home/bin/random.bin", randBytes(300<<10))
+	write("/workspace/home/empty.txt", nil)
+	write("/home/boxuser/.config/app.json", []byte(`{"k": 1}`))
+	write("/tmp/scratch.bin", randBytes(1000))
+	if err := b.Files.WriteText(ctx, "text.txt", "plain text write"); err != nil {
+		t.Fatal(err)
+	}
+	want["/workspace/home/text.txt"] = []byte("plain text write")
+	upload := randBytes(2 << 20)
+	uploadFile := filepath.Join(t.TempDir(), "upload.bin")
+	if err := os.WriteFile(uploadFile, upload, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Files.Upload(ctx, []box.UploadFile{{LocalPath: uploadFile, Destination: "uploads/upload.bin"}}); err != nil {
+		t.Fatal(err)
+	}
+	want["/workspace/home/uploads/upload.bin"] = upload
+	r, err := b.Exec.Command(ctx, "echo from-exec > made-by-exec.txt && sleep "+bg+" >/dev/null 2>&1 &")
+	if err != nil || r.ExitCode != 0 {
+		t.Fatalf("exec = %+v, %v", r, err)
+	}
+	want["/workspace/home/made-by-exec.txt"] = []byte("from-exec\n")
+	if !waitFor(5*time.Second, func() bool { return len(procsWith("sleep "+bg)) > 0 }) {
+		t.Fatal("background sleep in the box did not start")
+	}
+	if len(procsWith(boxesDir)) == 0 {
+		t.Fatal("no sandbox process found for the box before the kill: the checks below would prove nothing")
+	}
+
+	// kill -9 boxd and its process group. The sandboxes are in groups of
+	// their own: they must die because their parent did.
+	if err := syscall.Kill(-d1.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	st := d1.waitExit(10 * time.Second)
+	if ws, ok := st.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("boxd ended with %v, want killed by SIGKILL", st)
+	}
+	if !waitFor(5*time.Second, func() bool { return len(procsWith(boxesDir))+len(procsWith("sleep "+bg)) == 0 }) {
+		t.Fatalf("processes of the killed boxd's box survive: sandbox %v, background sleep %v", procsWith(boxesDir), procsWith("sleep "+bg))
+	}
+
+	d2 := start(t, nil, "-addr", "127.0.0.1:0", "-data", data, "-api-key", key)
+	c2 := d2.client(t, key)
+	got, err := c2.Get(ctx, id, nil)
+	if err != nil {
+		t.Fatalf("Get by id after restart: %v", err)
+	}
+	if info := got.Info(); info.Name != "survivor" || !slices.Equal(info.Labels, []string{"kill9"}) {
+		t.Errorf("box after restart = %+v", info)
+	}
+	byName, err := c2.GetByName(ctx, "survivor")
+	if err != nil || byName.ID() != id {
+		t.Fatalf("GetByName after restart = %v, %v", byName, err)
+	}
+	list, err := c2.List(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].ID != id || list[0].Name != "survivor" {
+		t.Errorf("List after restart = %+v", list)
+	}
+	for p, data := range want {
+		back, err := got.Files.Read(ctx, p)
+		if err != nil {
+			t.Errorf("Read %s after restart: %v", p, err)
+			continue
+		}
+		if !bytes.Equal(back, data) {
+			t.Errorf("%s after restart: %d bytes, want %d (equal %v)", p, len(back), len(data), bytes.Equal(back, data))
+		}
+	}
+
+	// The box runs again: its sandbox is started on demand.
+	r, err = got.Exec.Command(ctx, `cat notes.txt; echo "$GREETING"; hostname; id -u; ls /workspace/home`)
+	if err != nil {
+		t.Fatalf("exec after restart: %v", err)
+	}
+	wantOut := "second version, acknowledged last\nstill here\nsurvivor\n1000\nbin\ndeep\nempty.txt\nmade-by-exec.txt\nnotes.txt\ntext.txt\nuploads\n"
+	if r.ExitCode != 0 || r.Stdout != wantOut {
+		t.Errorf("exec after restart = %+v, want stdout %q", r, wantOut)
+	}
+	if runs, err := got.Runs(ctx); err != nil || len(runs) != 2 {
+		t.Errorf("runs after restart = %d, %v; want the one before the kill and the one after", len(runs), err)
+	}
+	// The database is writable again: a new box, and the old one deleted.
+	nb, err := c2.Create(ctx, &box.CreateParams{Name: "after-restart"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := got.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c2.GetByName(ctx, "survivor"); !box.IsNotFound(err) {
+		t.Errorf("GetByName of the deleted box: %v", err)
+	}
+	if r, err := nb.Exec.Command(ctx, "echo ok"); err != nil || r.Stdout != "ok\n" {
+		t.Errorf("exec in a new box = %+v, %v", r, err)
+	}
+
+	// A graceful stop ends every sandbox too.
+	if err := d2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if st := d2.waitExit(15 * time.Second); !st.Success() {
+		t.Errorf("boxd after SIGTERM: %v", st)
+	}
+	if !waitFor(5*time.Second, func() bool { return len(procsWith(boxesDir)) == 0 }) {
+		t.Errorf("sandboxes left after SIGTERM: %v", procsWith(boxesDir))
+	}
+}
+
+// TestKill9WhilePaused SIGKILLs boxd while one of its boxes is paused.
+// A frozen process cannot act on the SIGKILL its parent's death sends it,
+// so the box's processes outlive boxd while frozen; the next boxd on the
+// same data directory must end them at start, and the box must run again.
+func TestKill9WhilePaused(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	data := t.TempDir()
+	boxesDir := filepath.Join(data, "boxes")
+	key := newKey()
+	bg := marker()
+	killLeftovers(t, boxesDir, "sleep "+bg)
+	ctx := t.Context()
+
+	d1 := start(t, nil, "-addr", "127.0.0.1:0", "-data", data, "-api-key", key)
+	b, err := d1.client(t, key).Create(ctx, &box.CreateParams{Name: "sleeper"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Whatever happens, leave no frozen process behind: thaw this box's
+	// freezer group (and only this one) so that the kills above work.
+	t.Cleanup(func() { thawFreezer(b.ID()) })
+	if err := b.Files.WriteText(ctx, "kept.txt", "kept"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := b.Exec.Command(ctx, "sleep "+bg+" >/dev/null 2>&1 &"); err != nil || r.ExitCode != 0 {
+		t.Fatalf("exec = %+v, %v", r, err)
+	}
+	if err := b.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(-d1.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	d1.waitExit(10 * time.Second)
+
+	d2 := start(t, nil, "-addr", "127.0.0.1:0", "-data", data, "-api-key", key)
+	if !waitFor(5*time.Second, func() bool { return len(procsWith("sleep "+bg)) == 0 }) {
+		t.Errorf("after boxd restarted, the killed boxd's paused processes survive: sandbox %v, background sleep %v", procsWith(boxesDir), procsWith("sleep "+bg))
+	}
+	b2, err := d2.client(t, key).Get(ctx, b.ID(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	r, err := b2.Exec.Command(cctx, "cat kept.txt")
+	if err != nil || r.Stdout != "kept" {
+		st, _ := b2.Status(ctx)
+		t.Fatalf("exec in the formerly paused box after restart = %+v, %v (box status %q)", r, err, st)
+	}
+}
+
+// thawFreezer thaws box id's cgroup v1 freezer group, if there is one,
+// and kills what is in it.
+func thawFreezer(id string) {
+	dir := filepath.Join("/sys/fs/cgroup/freezer/boxd", id)
+	if _, err := os.Stat(dir); err != nil {
+		return
+	}
+	_ = os.WriteFile(filepath.Join(dir, "freezer.state"), []byte("THAWED"), 0o644)
+	waitFor(5*time.Second, func() bool {
+		raw, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		pids := strings.Fields(string(raw))
+		for _, p := range pids {
+			if pid, err := strconv.Atoi(p); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		return len(pids) == 0
+	})
+	_ = os.Remove(dir)
+}
+
+func TestFlags(t *testing.T) {
+	t.Parallel()
+
+	t.Run("bogus isolation", func(t *testing.T) {
+		t.Parallel()
+		d := launch(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", newKey(), "-isolation", "bogus")
+		st := d.waitExit(10 * time.Second)
+		if st.Success() {
+			t.Fatal("boxd -isolation bogus exited 0")
+		}
+		msg := d.stderr.String()
+		for _, part := range []string{`unknown isolation "bogus"`, `"bwrap"`, `"none"`} {
+			if !strings.Contains(msg, part) {
+				t.Errorf("stderr %q does not mention %s", msg, part)
+			}
+		}
+		if out := d.stdoutLines(); len(out) != 0 {
+			t.Errorf("stdout = %q, want nothing", out)
+		}
+	})
+
+	t.Run("unknown flag", func(t *testing.T) {
+		t.Parallel()
+		d := launch(t, nil, "-data", t.TempDir(), "-no-such-flag")
+		if st := d.waitExit(10 * time.Second); st.ExitCode() != 2 {
+			t.Errorf("exit = %v, want 2", st)
+		}
+		if !strings.Contains(d.stderr.String(), "-no-such-flag") {
+			t.Errorf("stderr = %q", d.stderr.String())
+		}
+	})
+
+	t.Run("generated key", func(t *testing.T) {
+		t.Parallel()
+		requireBwrap(t)
+		data := t.TempDir()
+		d := start(t, environWithout("UPSTASH_BOX_API_KEY"), "-addr", "127.0.0.1:0", "-data", data)
+		key := ""
+		keyRE := regexp.MustCompile(`^API key: (box_local_[0-9a-f]{32})$`)
+		timeout := time.After(10 * time.Second)
+		for key == "" {
+			select {
+			case line, ok := <-d.lines:
+				if !ok {
+					t.Fatalf("stdout ended without the key: %q", d.stdoutLines())
+				}
+				if m := keyRE.FindStringSubmatch(line); m != nil {
+					key = m[1]
+				}
+			case <-timeout:
+				t.Fatalf("no API key printed: %q", d.stdoutLines())
+			}
+		}
+		waitFor(5*time.Second, func() bool { return len(d.stdoutLines()) >= 3 })
+		want := []string{
+			fmt.Sprintf("boxd listening on %s (data %s, isolation bwrap)", d.url, data),
+			"API key: " + key,
+			"export UPSTASH_BOX_BASE_URL=" + d.url,
+		}
+		if got := d.stdoutLines(); !slices.Equal(got, want) {
+			t.Errorf("stdout = %q, want %q", got, want)
+		}
+		if _, err := d.client(t, key).List(t.Context(), nil); err != nil {
+			t.Errorf("List with the printed key: %v", err)
+		}
+		_, err := d.client(t, "box_local_wrong").List(t.Context(), nil)
+		var apiErr *box.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 {
+			t.Errorf("List with another key: %v, want 401", err)
+		}
+	})
+
+	t.Run("key from environment", func(t *testing.T) {
+		t.Parallel()
+		requireBwrap(t)
+		key := newKey()
+		data := t.TempDir()
+		d := start(t, append(environWithout("UPSTASH_BOX_API_KEY"), "UPSTASH_BOX_API_KEY="+key), "-addr", "127.0.0.1:0", "-data", data)
+		waitFor(5*time.Second, func() bool { return len(d.stdoutLines()) >= 2 })
+		for _, line := range d.stdoutLines() {
+			if strings.Contains(line, key) || strings.HasPrefix(line, "API key:") {
+				t.Errorf("boxd printed a key it was given: %q", line)
+			}
+		}
+		if _, err := d.client(t, key).List(t.Context(), nil); err != nil {
+			t.Errorf("List with the environment's key: %v", err)
+		}
+	})
+
+	t.Run("flag key beats environment", func(t *testing.T) {
+		t.Parallel()
+		requireBwrap(t)
+		flagKey, envKey := newKey(), newKey()
+		d := start(t, append(environWithout("UPSTASH_BOX_API_KEY"), "UPSTASH_BOX_API_KEY="+envKey), "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", flagKey)
+		if _, err := d.client(t, flagKey).List(t.Context(), nil); err != nil {
+			t.Errorf("List with the flag's key: %v", err)
+		}
+		if _, err := d.client(t, envKey).List(t.Context(), nil); box.StatusCode(err) != 401 {
+			t.Errorf("List with the environment's key: %v, want 401", err)
+		}
+	})
+
+	t.Run("isolation none", func(t *testing.T) {
+		t.Parallel()
+		key := newKey()
+		data := t.TempDir()
+		d := start(t, nil, "-addr", "127.0.0.1:0", "-data", data, "-api-key", key, "-isolation", "none")
+		if got := d.stdoutLines()[0]; got != fmt.Sprintf("boxd listening on %s (data %s, isolation none)", d.url, data) {
+			t.Errorf("listen line = %q", got)
+		}
+		if !strings.Contains(d.stderr.String(), "WITHOUT isolation") {
+			t.Errorf("no warning on stderr: %q", d.stderr.String())
+		}
+	})
+
+	t.Run("address in use", func(t *testing.T) {
+		t.Parallel()
+		requireBwrap(t)
+		key := newKey()
+		first := start(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", key)
+		d := launch(t, nil, "-addr", strings.TrimPrefix(first.url, "http://"), "-data", t.TempDir(), "-api-key", key)
+		if st := d.waitExit(15 * time.Second); st.Success() {
+			t.Fatal("second boxd on the same address exited 0")
+		}
+		if !strings.Contains(d.stderr.String(), "address already in use") {
+			t.Errorf("stderr = %q", d.stderr.String())
+		}
+	})
+
+	t.Run("data directory in use", func(t *testing.T) {
+		t.Parallel()
+		requireBwrap(t)
+		key, data := newKey(), t.TempDir()
+		start(t, nil, "-addr", "127.0.0.1:0", "-data", data, "-api-key", key)
+		d := launch(t, nil, "-addr", "127.0.0.1:0", "-data", data, "-api-key", key)
+		if st := d.waitExit(20 * time.Second); st.Success() {
+			t.Fatal("second boxd on the same data directory exited 0")
+		}
+		if !strings.Contains(d.stderr.String(), "boxd.db") {
+			t.Errorf("stderr does not name the database: %q", d.stderr.String())
+		}
+	})
+
+	t.Run("SIGTERM", func(t *testing.T) {
+		t.Parallel()
+		requireBwrap(t)
+		key := newKey()
+		d := start(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", key)
+		// boxd serves only once its signal handler is installed; see the
+		// next subtest for a signal sent before that.
+		if _, err := d.client(t, key).List(t.Context(), nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if st := d.waitExit(10 * time.Second); !st.Success() {
+			t.Errorf("boxd after SIGTERM: %v; stderr %s", st, d.stderr.String())
+		}
+	})
+
+	t.Run("SIGTERM right after the listen line", func(t *testing.T) {
+		t.Parallel()
+		requireBwrap(t)
+		for i := range 20 {
+			d := start(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", newKey())
+			if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if st := d.waitExit(10 * time.Second); !st.Success() {
+				t.Fatalf("try %d: boxd ended with %v after a SIGTERM sent when it printed its listen line", i+1, st)
+			}
+		}
+	})
+}
+
+// requireBwrap skips a test that needs boxd's default isolation where
+// bubblewrap cannot run, unless BOXTEST_REQUIRE_BWRAP makes that a failure.
+func requireBwrap(t *testing.T) {
+	t.Helper()
+	if err := local.CheckIsolation(); err != nil {
+		if os.Getenv("BOXTEST_REQUIRE_BWRAP") != "" {
+			t.Fatalf("bubblewrap is required: %v", err)
+		}
+		t.Skipf("boxd's default isolation cannot run here: %v", err)
+	}
+}
