@@ -443,8 +443,8 @@ func parseChunk(event string, data []byte) Chunk {
 		var d gen.DoneEventData
 		_ = json.Unmarshal(data, &d)
 		return &FinishChunk{
-			Output: deref(d.Output),
-			Usage:  Usage{InputTokens: deref(d.InputTokens), OutputTokens: deref(d.OutputTokens), CachedInputTokens: deref(d.CachedInputTokens)},
+			Output:       deref(d.Output),
+			Usage:        Usage{InputTokens: deref(d.InputTokens), OutputTokens: deref(d.OutputTokens), CachedInputTokens: deref(d.CachedInputTokens)},
 			TotalCostUSD: deref(d.TotalCostUSD), SessionID: deref(d.SessionID),
 		}
 	case "stats":

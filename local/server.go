@@ -70,7 +70,7 @@ type Server struct {
 	agentBinary string
 	// webhookClient delivers run webhooks.
 	webhookClient *http.Client
-	handler     http.Handler
+	handler       http.Handler
 
 	statusMu sync.Mutex // serialises read-modify-write of box records
 
