@@ -95,7 +95,8 @@ func providerKey(b *store.Box, h harnesses.Harness, env map[string]string) (stri
 	default:
 		return b.AgentAPIKey, nil
 	}
-	for _, name := range h.KeyEnv() {
+	names := harnesses.KeyEnvFor(h, b.Model)
+	for _, name := range names {
 		if v := env[name]; v != "" {
 			return v, nil
 		}
@@ -104,7 +105,7 @@ func providerKey(b *store.Box, h harnesses.Harness, env map[string]string) (stri
 	if b.AgentAPIKey != "" {
 		why = b.AgentAPIKey + " is not available on boxd (it has no Upstash-provided or stored keys)"
 	}
-	return "", errorf(http.StatusFailedDependency, "%s harness: %s: pass the provider key as the agent API key, or set %s in the box's env", h.Name(), why, strings.Join(h.KeyEnv(), " or "))
+	return "", errorf(http.StatusFailedDependency, "%s harness: %s: pass the provider key as the agent API key, or set %s in the box's env", h.Name(), why, strings.Join(names, " or "))
 }
 
 // prepareRun resolves the box and checks that its harness can run.
