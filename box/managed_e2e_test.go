@@ -1,0 +1,96 @@
+package box_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/upstash/box-go/box"
+	"github.com/upstash/box-go/boxtest"
+)
+
+// TestManagedHarness runs the Claude Code harness through boxd with a
+// stand-in `claude` that replays a recorded stream-json session.
+func TestManagedHarness(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t)
+	ctx := t.Context()
+	b := newBox(t, srv, &box.CreateParams{Agent: &box.AgentOptions{Harness: box.HarnessClaudeCode, Model: box.ClaudeCodeSonnet4_5, APIKey: "sk-ant-test-key"}})
+
+	// Without the CLI in the box, the run fails at once, naming it.
+	_, err := b.Agent.Run(ctx, &box.AgentParams{Prompt: "list files"})
+	if box.StatusCode(err) != 424 || !strings.Contains(err.Error(), "`claude` is not installed") {
+		t.Fatalf("run without the CLI = %v", err)
+	}
+
+	dir := t.TempDir()
+	script := filepath.Join(dir, "claude")
+	stub := "#!/bin/sh\n" +
+		"printf '%s\\n' \"$@\" > /home/boxuser/claude-args\n" +
+		"[ \"$ANTHROPIC_API_KEY\" = sk-ant-test-key ] || { echo 'no key' >&2; exit 1; }\n" +
+		"cat /home/boxuser/claude.jsonl\n"
+	if err := os.WriteFile(script, []byte(stub), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err = b.Files.Upload(ctx, []box.UploadFile{
+		{LocalPath: script, Destination: "/home/boxuser/.local/bin/claude"},
+		{LocalPath: "../local/internal/harnesses/testdata/claude-code.jsonl", Destination: "/home/boxuser/claude.jsonl"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, b, "chmod +x /home/boxuser/.local/bin/claude")
+
+	var tools []string
+	s, err := b.Agent.Stream(ctx, &box.AgentParams{Prompt: "list files", Options: box.ClaudeCodeOptions{MaxTurns: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var finish *box.FinishChunk
+	var reasoning strings.Builder
+	for c, err := range s.All() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch c := c.(type) {
+		case *box.ToolCallChunk:
+			tools = append(tools, c.ToolName)
+		case *box.ReasoningChunk:
+			reasoning.WriteString(c.Text)
+		case *box.FinishChunk:
+			finish = c
+		}
+	}
+	r := s.Run()
+	if r.Status != box.RunCompleted || r.Result != "There are two files: `README.md` and `main.go`." {
+		t.Fatalf("run = %+v", r)
+	}
+	if finish == nil || finish.SessionID != "3f1a9c2e-6b7d-4e2a-9c1f-2d8e5a7b4c10" || finish.Usage.OutputTokens != 105 || finish.TotalCostUSD != 0.01893675 {
+		t.Errorf("finish = %+v", finish)
+	}
+	if !strings.HasPrefix(reasoning.String(), "The user wants the file list.") || len(tools) == 0 {
+		t.Errorf("reasoning %q, tools %q", reasoning.String(), tools)
+	}
+	args, err := b.Files.ReadText(ctx, "/home/boxuser/claude-args")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(args, "sk-ant-test-key") || !strings.Contains(args, "--max-turns\n4\n") || !strings.Contains(args, "stream-json") {
+		t.Errorf("claude argv = %q", args)
+	}
+
+	// The next run resumes the session the CLI reported.
+	if _, err := b.Agent.Run(ctx, &box.AgentParams{Prompt: "again"}); err != nil {
+		t.Fatal(err)
+	}
+	if args, _ := b.Files.ReadText(ctx, "/home/boxuser/claude-args"); !strings.Contains(args, "3f1a9c2e-6b7d-4e2a-9c1f-2d8e5a7b4c10") {
+		t.Errorf("second run did not resume the session: %q", args)
+	}
+
+	// Without a provider key the run fails at once, naming the variable.
+	nokey := newBox(t, srv, &box.CreateParams{Agent: &box.AgentOptions{Harness: box.HarnessClaudeCode, Model: box.ClaudeCodeSonnet4_5}})
+	if _, err := nokey.Agent.Run(ctx, &box.AgentParams{Prompt: "hi"}); box.StatusCode(err) != 424 || !strings.Contains(err.Error(), "ANTHROPIC_API_KEY") {
+		t.Errorf("run without a key = %v", err)
+	}
+}
