@@ -65,12 +65,19 @@ func (s *Server) routes() http.Handler {
 }
 
 // implemented lists the control-plane operations boxd answers; the others
-// get 501 until they are built.
-var implemented = map[string]bool{
-	"CreateBox": true, "ListBoxes": true, "DeleteBoxes": true, "GetBox": true, "DeleteBox": true,
-	"GetBoxStatus": true, "PauseBox": true, "ResumeBox": true, "GetBoxLogs": true, "ListBoxRuns": true,
-	"GetBoxRun": true, "StreamAgentRun": true, "RunAgent": true, "CancelRun": true,
-	"ConfigureModel": true, "ConfigureCustomRunner": true,
+// get 501 until they are built. Feature files add theirs with implement in
+// an init function.
+var implemented = map[string]bool{}
+
+func implement(ops ...string) {
+	for _, op := range ops {
+		implemented[op] = true
+	}
+}
+
+func init() {
+	implement("CreateBox", "ListBoxes", "DeleteBoxes", "GetBox", "DeleteBox", "GetBoxStatus", "PauseBox",
+		"ResumeBox", "GetBoxLogs", "ListBoxRuns", "GetBoxRun")
 }
 
 func onlyImplemented(f gen.StrictHandlerFunc, op string) gen.StrictHandlerFunc {

@@ -25,6 +25,16 @@ var (
 	bucketLogs  = []byte("logs") // key: box id + 0 + big-endian sequence
 )
 
+// buckets lists every bucket Open creates. Feature files add their own
+// with addBucket from a package-level variable initialiser.
+var buckets = [][]byte{bucketBoxes, bucketNames, bucketRuns, bucketLogs}
+
+func addBucket(name string) []byte {
+	b := []byte(name)
+	buckets = append(buckets, b)
+	return b
+}
+
 // Store is the database.
 type Store struct {
 	db *bolt.DB
@@ -37,7 +47,7 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketBoxes, bucketNames, bucketRuns, bucketLogs} {
+		for _, b := range buckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -263,4 +273,64 @@ func (s *Store) Logs(boxID string, offset, limit int) ([]LogEntry, error) {
 		return nil
 	})
 	return out, err
+}
+
+// put stores v as JSON under key in bucket.
+func (s *Store) put(bucket, key []byte, v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put(key, raw) })
+}
+
+// get reads the JSON under key in bucket into v, or returns ErrNotFound.
+func (s *Store) get(bucket, key []byte, v any) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		raw := tx.Bucket(bucket).Get(key)
+		if raw == nil {
+			return ErrNotFound
+		}
+		return json.Unmarshal(raw, v)
+	})
+}
+
+// del removes key from bucket, or returns ErrNotFound.
+func (s *Store) del(bucket, key []byte) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucket)
+		if b.Get(key) == nil {
+			return ErrNotFound
+		}
+		return b.Delete(key)
+	})
+}
+
+// list decodes every value under prefix in bucket, in key order.
+func list[T any](s *Store, bucket, prefix []byte) ([]*T, error) {
+	var out []*T
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucket).Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			t := new(T)
+			if err := json.Unmarshal(v, t); err != nil {
+				return err
+			}
+			out = append(out, t)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// key joins parts with NUL bytes, for keys under a box id.
+func key(parts ...string) []byte {
+	var b []byte
+	for i, p := range parts {
+		if i > 0 {
+			b = append(b, 0)
+		}
+		b = append(b, p...)
+	}
+	return b
 }
