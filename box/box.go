@@ -33,6 +33,14 @@ type Box struct {
 	Files *Files
 	// Agent runs the box's coding agent.
 	Agent *Agent
+	// Git runs git in the box.
+	Git *Git
+	// Schedule manages the box's cron schedules.
+	Schedule *Schedule
+	// Labels manages the box's labels.
+	Labels *Labels
+	// Skills manages the agent skills enabled in the box.
+	Skills *Skills
 }
 
 func (c *Client) newBox(d *gen.BoxData) *Box {
@@ -40,6 +48,10 @@ func (c *Client) newBox(d *gen.BoxData) *Box {
 	b.Exec = &Exec{b: b}
 	b.Files = &Files{b: b}
 	b.Agent = &Agent{b: b}
+	b.Git = &Git{b: b}
+	b.Schedule = &Schedule{b: b}
+	b.Labels = &Labels{b: b}
+	b.Skills = &Skills{b: b}
 	return b
 }
 
