@@ -51,6 +51,7 @@ type options struct {
 	logger    *slog.Logger
 	clientOps []box.Option
 	maxUpload int64
+	clock     local.Clock
 }
 
 // WithIsolation selects local.IsolationBwrap or local.IsolationNone instead
@@ -68,6 +69,10 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 func WithClientOptions(opts ...box.Option) Option {
 	return func(o *options) { o.clientOps = append(o.clientOps, opts...) }
 }
+
+// WithClock gives boxd a clock for schedules and ephemeral boxes' expiry,
+// typically a *FakeClock.
+func WithClock(c local.Clock) Option { return func(o *options) { o.clock = c } }
 
 // WithMaxUploadBytes bounds one upload request (default 1 GiB).
 func WithMaxUploadBytes(n int64) Option { return func(o *options) { o.maxUpload = n } }
@@ -96,7 +101,7 @@ func NewServer(t testing.TB, opts ...Option) *Server {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	key := "box_test_" + hex.EncodeToString(b[:])
-	srv, err := local.New(local.Config{DataDir: o.dataDir, APIKey: key, Isolation: o.isolation, Logger: o.logger, MaxUploadBytes: o.maxUpload})
+	srv, err := local.New(local.Config{DataDir: o.dataDir, APIKey: key, Isolation: o.isolation, Logger: o.logger, MaxUploadBytes: o.maxUpload, Clock: o.clock})
 	if err != nil {
 		t.Fatalf("boxtest: %v", err)
 	}

@@ -55,6 +55,9 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxUploadBytes bounds one file upload request (default 1 GiB).
 	MaxUploadBytes int64
+	// Clock times schedules and ephemeral boxes' expiry; nil is the real
+	// time.
+	Clock Clock
 }
 
 // Server is boxd. It is an http.Handler.
@@ -91,6 +94,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxUploadBytes <= 0 {
 		cfg.MaxUploadBytes = 1 << 30
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = systemClock{}
 	}
 	s := &Server{log: cfg.Logger}
 	if s.log == nil {

@@ -1,0 +1,22 @@
+package local
+
+import "time"
+
+// Clock is boxd's source of time for what it schedules itself: cron
+// schedules and ephemeral boxes' expiry. Tests inject a fake one (see
+// boxtest.FakeClock) so that nothing waits for real minutes.
+type Clock interface {
+	Now() time.Time
+	// AfterFunc calls f in its own goroutine once d has passed, unless
+	// stop is called first; stop reports whether it prevented the call.
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
+
+// systemClock is the real time.
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+func (systemClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return time.AfterFunc(d, f).Stop
+}
