@@ -7,8 +7,10 @@ import "time"
 // boxtest.FakeClock) so that nothing waits for real minutes.
 type Clock interface {
 	Now() time.Time
-	// AfterFunc calls f in its own goroutine once d has passed, unless
-	// stop is called first; stop reports whether it prevented the call.
+	// AfterFunc calls f once d has passed, unless stop is called first;
+	// stop reports whether it prevented the call. f may run in any
+	// goroutine (a fake clock runs it in the one that advances it), so it
+	// must return quickly and start longer work in a goroutine of its own.
 	AfterFunc(d time.Duration, f func()) (stop func() bool)
 }
 
