@@ -21,6 +21,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -447,4 +448,30 @@ func BenchmarkFiles(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkExecStream streams 100 MB of command output through boxd and
+// the SDK.
+func BenchmarkExecStream(b *testing.B) {
+	_, bx := benchBox(b)
+	const size = 100 << 20
+	ctx := context.Background()
+	b.SetBytes(size)
+	b.ResetTimer()
+	for range b.N {
+		s, err := bx.Exec.Stream(ctx, fmt.Sprintf("head -c %d /dev/zero", size))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var n int
+		for s.Next() {
+			if c, ok := s.Current().(*box.OutputChunk); ok {
+				n += len(c.Data)
+			}
+		}
+		if err := s.Err(); err != nil || n != size {
+			b.Fatalf("streamed %d bytes, %v", n, err)
+		}
+		s.Close()
+	}
 }

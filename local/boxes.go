@@ -192,6 +192,7 @@ func (m *boxes) ensureRunning(ctx context.Context, b *store.Box) (*runtime, erro
 		}
 		r.sb = sb
 		r.mu.Unlock()
+		m.srv.logf(b.ID, "info", "system", "box started")
 		if b.Status == "paused" {
 			if err := m.srv.setStatus(b.ID, "idle"); err != nil {
 				return nil, err
@@ -205,8 +206,12 @@ func (m *boxes) ensureRunning(ctx context.Context, b *store.Box) (*runtime, erro
 // triggered it: a box that starts keeps running.
 func (m *boxes) start(b *store.Box) (*sandbox.Sandbox, error) {
 	l := m.srv.layout(b.ID)
-	if err := m.prepare(b); err != nil {
-		return nil, fmt.Errorf("prepare box: %w", err)
+	// Create prepared the box; a box restored from elsewhere may lack its
+	// directories.
+	if _, err := os.Stat(filepath.Join(l.Etc(), "passwd")); err != nil {
+		if err := m.prepare(b); err != nil {
+			return nil, fmt.Errorf("prepare box: %w", err)
+		}
 	}
 	cfg := agent.Config{BoxID: b.ID, Env: m.srv.boxEnv(b)}
 	if m.srv.cfg.Isolation == sandbox.ModeNone {
@@ -239,7 +244,6 @@ func (m *boxes) start(b *store.Box) (*sandbox.Sandbox, error) {
 		m.srv.logf(b.ID, "error", "system", "box failed to start: "+err.Error())
 		return nil, fmt.Errorf("start box: %w", err)
 	}
-	m.srv.logf(b.ID, "info", "system", "box started")
 	return sb, nil
 }
 

@@ -18,6 +18,8 @@ import (
 type freezer interface {
 	freeze() error
 	thaw() error
+	// adoptAll moves every process of the sandbox into the group.
+	adoptAll() error
 	killAll()
 	remove()
 }
@@ -77,7 +79,10 @@ func adopt(procs string, pid int) error {
 	return nil
 }
 
-type cgroupV1 struct{ dir string }
+type cgroupV1 struct {
+	dir string
+	pid int
+}
 
 func newCgroupV1(id string, pid int) (*cgroupV1, error) {
 	base := "/sys/fs/cgroup/freezer"
@@ -92,7 +97,7 @@ func newCgroupV1(id string, pid int) (*cgroupV1, error) {
 		_ = os.Remove(dir)
 		return nil, err
 	}
-	return &cgroupV1{dir: dir}, nil
+	return &cgroupV1{dir: dir, pid: pid}, nil
 }
 
 func (c *cgroupV1) set(state string) error {
@@ -112,12 +117,16 @@ func (c *cgroupV1) set(state string) error {
 	return fmt.Errorf("freezer: %s did not reach state %s", c.dir, state)
 }
 
-func (c *cgroupV1) freeze() error { return c.set("FROZEN") }
-func (c *cgroupV1) thaw() error   { return c.set("THAWED") }
-func (c *cgroupV1) killAll()      { killProcs(filepath.Join(c.dir, "cgroup.procs")) }
-func (c *cgroupV1) remove()       { removeCgroup(c.dir) }
+func (c *cgroupV1) freeze() error   { return c.set("FROZEN") }
+func (c *cgroupV1) adoptAll() error { return adopt(filepath.Join(c.dir, "cgroup.procs"), c.pid) }
+func (c *cgroupV1) thaw() error     { return c.set("THAWED") }
+func (c *cgroupV1) killAll()        { killProcs(filepath.Join(c.dir, "cgroup.procs")) }
+func (c *cgroupV1) remove()         { removeCgroup(c.dir) }
 
-type cgroupV2 struct{ dir string }
+type cgroupV2 struct {
+	dir string
+	pid int
+}
 
 // unifiedCgroup returns this process's cgroup v2 path, "" without one.
 func unifiedCgroup() string {
@@ -150,7 +159,7 @@ func newCgroupV2(id string, pid int) (*cgroupV2, error) {
 		_ = os.Remove(dir)
 		return nil, err
 	}
-	return &cgroupV2{dir: dir}, nil
+	return &cgroupV2{dir: dir, pid: pid}, nil
 }
 
 func (c *cgroupV2) set(v string) error {
@@ -168,8 +177,9 @@ func (c *cgroupV2) set(v string) error {
 	return fmt.Errorf("freezer: %s did not settle", c.dir)
 }
 
-func (c *cgroupV2) freeze() error { return c.set("1") }
-func (c *cgroupV2) thaw() error   { return c.set("0") }
+func (c *cgroupV2) freeze() error   { return c.set("1") }
+func (c *cgroupV2) adoptAll() error { return adopt(filepath.Join(c.dir, "cgroup.procs"), c.pid) }
+func (c *cgroupV2) thaw() error     { return c.set("0") }
 func (c *cgroupV2) killAll() {
 	if os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0o644) != nil {
 		killProcs(filepath.Join(c.dir, "cgroup.procs"))
@@ -209,10 +219,11 @@ func (s *signalFreezer) signal(sig syscall.Signal) error {
 	return nil
 }
 
-func (s *signalFreezer) freeze() error { return s.signal(syscall.SIGSTOP) }
-func (s *signalFreezer) thaw() error   { return s.signal(syscall.SIGCONT) }
-func (s *signalFreezer) killAll()      { _ = s.signal(syscall.SIGKILL) }
-func (s *signalFreezer) remove()       {}
+func (s *signalFreezer) freeze() error   { return s.signal(syscall.SIGSTOP) }
+func (s *signalFreezer) adoptAll() error { return s.signal(syscall.SIGSTOP) }
+func (s *signalFreezer) thaw() error     { return s.signal(syscall.SIGCONT) }
+func (s *signalFreezer) killAll()        { _ = s.signal(syscall.SIGKILL) }
+func (s *signalFreezer) remove()         {}
 
 // descendants lists every process below pid, parents before children.
 func descendants(pid int) []int {

@@ -204,16 +204,16 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		s.Kill()
 		return nil, err
 	}
-	// Every process of the sandbox exists now (bwrap, its init, the agent);
-	// later ones are forked inside the freezer group.
-	s.freeze = newFreezer(spec.ID, cmd.Process.Pid)
+	// The freezer group is made on the first Pause, off the start path:
+	// joining a new cgroup costs milliseconds that a box which is never
+	// paused should not pay.
 	return s, nil
 }
 
 func (s *Sandbox) waitReady(ctx context.Context) error {
 	deadline := time.NewTimer(15 * time.Second)
 	defer deadline.Stop()
-	delay := time.Millisecond
+	delay := 100 * time.Microsecond
 	for {
 		c, err := net.Dial("unix", s.spec.Layout.Socket())
 		if err == nil {
@@ -229,7 +229,9 @@ func (s *Sandbox) waitReady(ctx context.Context) error {
 			return errors.New("sandbox: agent did not become ready within 15s")
 		case <-time.After(delay):
 		}
-		if delay < 20*time.Millisecond {
+		// The agent is typically ready within tens of milliseconds; a
+		// connect attempt on a unix socket is cheap, so poll finely.
+		if delay < time.Millisecond {
 			delay *= 2
 		}
 	}
@@ -309,6 +311,17 @@ func (s *Sandbox) Pause() error {
 	defer s.mu.Unlock()
 	if s.paused {
 		return nil
+	}
+	if s.freeze == nil {
+		s.freeze = newFreezer(s.spec.ID, s.cmd.Process.Pid)
+	}
+	if err := s.freeze.freeze(); err != nil {
+		return err
+	}
+	// A process forked while the group was being joined may have been
+	// missed: move any such straggler in and freeze again.
+	if err := s.freeze.adoptAll(); err != nil {
+		return err
 	}
 	if err := s.freeze.freeze(); err != nil {
 		return err
