@@ -25,11 +25,12 @@ var (
 	dataPrefixB  = []byte(dataPrefix)
 )
 
+// MaxExecFrameSize is the size of the largest terminator frame an
+// [ExecDecoder] recognises. Text that looks like the start of a frame but
+// grows larger than this is program output.
+const MaxExecFrameSize = 64 << 10
+
 const (
-	// MaxExecFrameSize is the size of the largest terminator frame an
-	// [ExecDecoder] recognises. Text that looks like the start of a frame
-	// but grows larger than this is program output.
-	MaxExecFrameSize = 64 << 10
 	// maxExecErrorMessage bounds the message [WriteExecError] sends, so that
 	// its frame stays below MaxExecFrameSize even if every byte needs a
 	// six-byte JSON escape.
@@ -157,17 +158,23 @@ func (e *ExecError) Error() string { return "exec stream: " + e.Message }
 // yielded. Output is otherwise yielded as soon as it is read.
 //
 // A frame is well-formed when it is the header line, a line "data:" whose
-// value (after optional spaces) is a JSON object — for an exit frame, with
-// numeric "exit_code" and "cpu_ns" if present; for an error frame, with a
-// string "error" if present — and one empty line, all ended by "\n" only.
-// Anything else, such as a frame whose data is not valid JSON, is not a
-// terminator and so is output. Missing fields default to 0 (exit) and
-// "Stream error" (error), as in the official client.
+// value (the space after the colon is optional) is a JSON object — for an
+// exit frame, with numeric "exit_code" and "cpu_ns" if present; for an
+// error frame, with a string "error" if present — and one empty line, all
+// ended by "\n" only. Anything else is not a terminator and so is output;
+// in particular a frame whose data is not valid JSON (the official client
+// would report it as exit 0). Missing or null fields default to 0 (exit)
+// and "Stream error" (error), as in the official client.
 //
-// If the body ends without a terminator, everything was output and [Err]
-// is nil: the stream completed without an exit chunk. On a read error, the
-// held-back text is yielded as output (no terminator was confirmed) and
-// Err returns the error.
+// The exit frame becomes a final chunk with Exit set and no Output. The
+// price of holding text back is latency for programs that print the start
+// of a frame and then pause: that text waits for their next output (or the
+// end of the body, or the size bound).
+//
+// If the body ends without a terminator, everything was output and
+// [ExecDecoder.Err] is nil: the stream completed without an exit chunk. On
+// a read error, the held-back text is yielded as output (no terminator was
+// confirmed) and Err returns the error.
 //
 // An ExecDecoder is not safe for concurrent use.
 type ExecDecoder struct {
@@ -177,6 +184,7 @@ type ExecDecoder struct {
 	// examined, or is a held-back candidate frame.
 	start, safe, end int
 	readErr          error
+	bufSize          int // initial size of buf; tests set it small to exercise growth
 
 	chunk ExecChunk
 	err   error
@@ -287,7 +295,10 @@ func (d *ExecDecoder) examine() examineResult {
 // the buffer.
 func (d *ExecDecoder) fill() {
 	if d.buf == nil {
-		d.buf = make([]byte, execBufSize)
+		if d.bufSize <= 0 {
+			d.bufSize = execBufSize
+		}
+		d.buf = make([]byte, d.bufSize)
 	}
 	if d.start > 0 {
 		n := copy(d.buf, d.buf[d.start:d.end])

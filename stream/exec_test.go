@@ -3,11 +3,13 @@ package stream
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"testing/iotest"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -38,8 +40,18 @@ type execResult struct {
 
 func decodeExec(t testing.TB, r io.Reader) execResult {
 	t.Helper()
+	return decodeExecBuf(t, r, 0)
+}
+
+// decodeExecBuf is decodeExec with the decoder's initial read buffer set
+// to bufSize bytes (0 for the default), so that tests can make the buffer
+// fill, move and grow often.
+func decodeExecBuf(t testing.TB, r io.Reader, bufSize int) execResult {
+	t.Helper()
 	d := NewExecDecoder(r)
+	d.bufSize = bufSize
 	var res execResult
+	var out strings.Builder // += would be quadratic for one-byte chunks
 	for d.Next() {
 		c := d.Chunk()
 		if res.Exit != nil {
@@ -55,13 +67,14 @@ func decodeExec(t testing.TB, r io.Reader) execResult {
 		if len(c.Output) == 0 {
 			t.Fatal("empty output chunk")
 		}
-		res.Output += string(c.Output)
+		out.Write(c.Output)
 		res.Chunks++
 	}
 	res.Err = d.Err()
 	if d.Next() {
 		t.Fatal("Next() = true after the end")
 	}
+	res.Output = out.String()
 	return res
 }
 
@@ -170,6 +183,13 @@ func TestExecDecoder(t *testing.T) {
 					t.Errorf("%s: (-want +got):\n%s", name, diff)
 				}
 			}
+			for _, size := range []int{1, 2, 5, 13} {
+				got := decodeExecBuf(t, iotest.HalfReader(strings.NewReader(tt.body)), size)
+				got.Chunks = 0
+				if diff := cmp.Diff(tt.want, got); diff != "" {
+					t.Errorf("buffer of %d: (-want +got):\n%s", size, diff)
+				}
+			}
 			for i := 0; i <= len(tt.body) && len(tt.body) < 4096; i++ {
 				got := decodeExec(t, &splitReader{[]string{tt.body[:i], tt.body[i:]}})
 				got.Chunks = 0
@@ -217,7 +237,7 @@ func TestExecDecoderStreams(t *testing.T) {
 	t.Parallel()
 	pr, pw := io.Pipe()
 	d := NewExecDecoder(pr)
-	writes := make(chan string)
+	writes := make(chan string, 10) // a pipe Write blocks until read: do not wait for it
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -250,12 +270,12 @@ func TestExecDecoderStreams(t *testing.T) {
 	expect("event: extra\n")
 	// A complete fake frame is held back until more bytes arrive.
 	writes <- exitFrame(1, 1)
-	writes <- "more"
-	expect(exitFrame(1, 1) + "more")
+	writes <- "more\n"
+	expect(exitFrame(1, 1) + "more\n")
 	// A candidate that grows beyond the frame bound is released before
 	// the end of the body.
 	big := "event: exit\ndata: {\"a\":\"" + strings.Repeat("x", MaxExecFrameSize)
-	go func() { writes <- big }()
+	writes <- big
 	expect(big)
 	writes <- exitFrame(0, 7)
 	close(writes)
@@ -331,6 +351,72 @@ func BenchmarkExecDecode(b *testing.B) {
 		}
 		if n != total || exit == nil || d.Err() != nil {
 			b.Fatalf("got %d bytes, exit %v, err %v", n, exit, d.Err())
+		}
+	}
+}
+
+// chunkReader returns at most n bytes per Read.
+type chunkReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) { return c.r.Read(p[:min(len(p), c.n)]) }
+
+func FuzzExecDecoder(f *testing.F) {
+	f.Add([]byte("hello\n"), 0, int64(1), uint8(0), "boom")
+	f.Add([]byte(exitFrame(1, 2)), 3, int64(4), uint8(5), "")
+	f.Add([]byte("x"+errorFrame("e")+"event: ex"), -1, int64(0), uint8(1), "failed to start stream")
+	f.Add([]byte("event: exit\ndata: {}\n"), 255, int64(1<<62), uint8(12), "\xff")
+	f.Add([]byte("event: error\ndata: {\"error\":1}\n\nevent: e"), 0, int64(0), uint8(200), "a\nb")
+	f.Fuzz(checkExecRoundTrip)
+}
+
+// checkExecRoundTrip is the body of FuzzExecDecoder.
+func checkExecRoundTrip(t *testing.T, out []byte, code int, cpu int64, readSize uint8, msg string) {
+	{
+		n := int(readSize) + 1
+		// A small buffer (it grows as needed) makes it move and grow
+		// often; reads are at most n bytes.
+		decode := func(body []byte) execResult {
+			return decodeExecBuf(t, &chunkReader{bytes.NewReader(body), n}, 8)
+		}
+
+		// Output followed by a real exit frame: exactly the output, then
+		// that exit, whatever the output contains.
+		res := decode(append(bytes.Clone(out), exitFrame(code, cpu)...))
+		if res.Output != string(out) || res.Exit == nil || *res.Exit != (ExecExit{code, cpu}) || res.Err != nil {
+			t.Fatalf("output %q + exit(%d, %d) in %d-byte reads: got %+v", out, code, cpu, n, res)
+		}
+
+		// Output followed by a real error frame.
+		res = decode(append(bytes.Clone(out), errorFrame(msg)...))
+		var ee *ExecError
+		if res.Output != string(out) || res.Exit != nil || !errors.As(res.Err, &ee) {
+			t.Fatalf("output %q + error(%q): got %+v", out, msg, res)
+		}
+		if utf8.ValidString(msg) && len(msg) <= maxExecErrorMessage && ee.Message != msg {
+			t.Fatalf("error message %q, want %q", ee.Message, msg)
+		}
+
+		// Any body: the output is a prefix of it, the same whatever the
+		// reads, and all of it unless a terminator was found.
+		res = decode(out)
+		whole := decodeExec(t, bytes.NewReader(out))
+		whole.Chunks, res.Chunks = 0, 0
+		if !cmp.Equal(whole, res, cmp.Comparer(func(a, b error) bool { return fmt.Sprint(a) == fmt.Sprint(b) })) {
+			t.Fatalf("body %q: whole read %+v, %d-byte reads %+v", out, whole, n, res)
+		}
+		if !bytes.HasPrefix(out, []byte(res.Output)) {
+			t.Fatalf("body %q: output %q is not a prefix", out, res.Output)
+		}
+		rest := out[len(res.Output):]
+		if res.Exit == nil && res.Err == nil {
+			if len(rest) != 0 {
+				t.Fatalf("body %q: %q neither output nor terminator", out, rest)
+			}
+		} else if st, _, _ := parseFrame(rest); st != completeFrame {
+			t.Fatalf("body %q: terminator %q is not a frame", out, rest)
 		}
 	}
 }

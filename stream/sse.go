@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"time"
 )
 
@@ -107,9 +108,10 @@ type Event struct {
 //
 // At the end of the input, an event that was not ended by a blank line is
 // NOT dispatched, as the standard says. The official JavaScript client of
-// the Box API differs here: it dispatches a pending event when the body ends.
-// The Box server ends every event with a blank line, so the two agree on
-// everything it sends.
+// the Box API differs here: it dispatches a pending event when the body
+// ends. (It also keeps only the last of several data lines.) The Box server
+// ends every event with a blank line and sends one data line per event, so
+// the two agree on everything it sends.
 //
 // Memory is bounded: an event whose data is larger than the limit (see
 // [Decoder.SetMaxEventSize]), or a single line longer than the limit plus
@@ -122,6 +124,7 @@ type Decoder struct {
 	max int
 
 	buf        []byte // read buffer; the unread bytes are buf[start:end]
+	bufSize    int    // initial size of buf; tests set it small to exercise growth
 	start, end int
 	lf, cr     finder // cached positions of the next LF and CR in buf
 	skipLF     bool   // the last line ended in CR: an LF right after it belongs to it
@@ -165,7 +168,7 @@ func (d *Decoder) SetMaxEventSize(n int) {
 	if n <= 0 {
 		n = DefaultMaxEventSize
 	}
-	d.max = n
+	d.max = min(n, math.MaxInt-lineSlack-1) // keep maxLine()+1 from overflowing
 }
 
 // Next advances to the next event, which [Decoder.Event] then returns. It
@@ -223,8 +226,13 @@ func (d *Decoder) finish() {
 	}
 }
 
-func (d *Decoder) tooLarge(what string) {
-	d.err = fmt.Errorf("%w: %s exceeds the limit of %d bytes", ErrEventTooLarge, what, d.max)
+func (d *Decoder) tooLarge(line bool) {
+	if line {
+		d.err = fmt.Errorf("%w: a line is longer than %d bytes (the limit of %d bytes plus 1 KiB)",
+			ErrEventTooLarge, d.maxLine(), d.max)
+		return
+	}
+	d.err = fmt.Errorf("%w: event data exceeds the limit of %d bytes", ErrEventTooLarge, d.max)
 }
 
 // field applies one non-empty line to the event being built. It reports
@@ -277,7 +285,7 @@ func trimSpace(v []byte) []byte {
 func (d *Decoder) appendData(value []byte) bool {
 	if !d.hasOne && len(d.data) == 0 {
 		if len(value) > d.max {
-			d.tooLarge("event data")
+			d.tooLarge(false)
 			return false
 		}
 		d.one, d.hasOne = value, true
@@ -285,7 +293,7 @@ func (d *Decoder) appendData(value []byte) bool {
 	}
 	d.keepData()
 	if len(d.data)+len(value) > d.max {
-		d.tooLarge("event data")
+		d.tooLarge(false)
 		return false
 	}
 	d.data = append(d.data, value...)
@@ -361,10 +369,8 @@ func (d *Decoder) readLine() ([]byte, bool) {
 			d.skipLF = false
 		}
 		if !d.bomChecked && !d.checkBOM() {
-			// Need more bytes to tell whether the input starts with a BOM.
-			if d.readErr != nil {
-				return nil, false
-			}
+			// Need more bytes to tell whether the input starts with a
+			// BOM (checkBOM decides at once after the end of input).
 			d.fill()
 			continue
 		}
@@ -393,7 +399,7 @@ func (d *Decoder) readLine() ([]byte, bool) {
 				return line, true
 			}
 			if d.end-d.start > d.maxLine() {
-				d.tooLarge("a line")
+				d.tooLarge(true)
 				return nil, false
 			}
 		}
@@ -428,7 +434,10 @@ func (d *Decoder) checkBOM() bool {
 func (d *Decoder) fill() {
 	d.keepData()
 	if d.buf == nil {
-		d.buf = make([]byte, min(initialBufSize, d.maxLine()+1))
+		if d.bufSize <= 0 {
+			d.bufSize = initialBufSize
+		}
+		d.buf = make([]byte, min(d.bufSize, d.maxLine()+1))
 	}
 	if d.start > 0 {
 		n := copy(d.buf, d.buf[d.start:d.end])

@@ -32,7 +32,8 @@ func refDecode(body []byte) []ev {
 	}
 	var (
 		out         []ev
-		data, typ   string
+		data        strings.Builder // += would be quadratic for many lines
+		typ         string
 		hasData     bool
 		id          string
 		retry       time.Duration
@@ -55,9 +56,10 @@ func refDecode(body []byte) []ev {
 				if t == "" {
 					t = "message"
 				}
-				out = append(out, ev{t, strings.TrimSuffix(data, "\n"), id, retry})
+				out = append(out, ev{t, strings.TrimSuffix(data.String(), "\n"), id, retry})
 			}
-			data, typ, hasData = "", "", false
+			data.Reset()
+			typ, hasData = "", false
 			continue
 		}
 		if strings.HasPrefix(line, ":") {
@@ -69,7 +71,8 @@ func refDecode(body []byte) []ev {
 		}
 		switch name {
 		case "data":
-			data += value + "\n"
+			data.WriteString(value)
+			data.WriteByte('\n')
 			hasData = true
 		case "event":
 			typ = value
@@ -110,14 +113,12 @@ func FuzzDecoder(f *testing.F) {
 		// exactly what the reference reading gives, however the input is
 		// split into reads.
 		want := refDecode(body)
-		for name, r := range map[string]*bytes.Reader{"whole": bytes.NewReader(body), "onebyte": bytes.NewReader(body)} {
-			var got []ev
-			var err error
-			if name == "onebyte" {
-				got, err = decodeAll(iotest.OneByteReader(r), 0)
-			} else {
-				got, err = decodeAll(r, 0)
-			}
+		for name, decode := range map[string]func() ([]ev, error){
+			"whole":   func() ([]ev, error) { return decodeAll(bytes.NewReader(body), 0) },
+			"onebyte": func() ([]ev, error) { return decodeAll(iotest.OneByteReader(bytes.NewReader(body)), 0) },
+			"tinybuf": func() ([]ev, error) { return decodeAllBuf(iotest.HalfReader(bytes.NewReader(body)), 0, 4) },
+		} {
+			got, err := decode()
 			if err != nil {
 				t.Fatalf("%s: Err() = %v", name, err)
 			}
@@ -130,6 +131,7 @@ func FuzzDecoder(f *testing.F) {
 		// otherwise the same events up to the point where it stops.
 		d := NewDecoder(iotest.HalfReader(bytes.NewReader(body)))
 		d.SetMaxEventSize(fuzzMaxEventSize)
+		d.bufSize = 8
 		var got []ev
 		for d.Next() {
 			e := d.Event()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -26,7 +27,15 @@ type ev struct {
 // decodeAll reads every event from r and returns them with the decoder's
 // final error.
 func decodeAll(r io.Reader, maxSize int) ([]ev, error) {
+	return decodeAllBuf(r, maxSize, 0)
+}
+
+// decodeAllBuf is decodeAll with the decoder's initial read buffer set to
+// bufSize bytes (0 for the default), so that tests can make the buffer
+// fill, move and grow often.
+func decodeAllBuf(r io.Reader, maxSize, bufSize int) ([]ev, error) {
 	d := NewDecoder(r)
+	d.bufSize = bufSize
 	if maxSize > 0 {
 		d.SetMaxEventSize(maxSize)
 	}
@@ -135,6 +144,12 @@ func TestDecoderTable(t *testing.T) {
 				}
 				if diff := cmp.Diff(tt.want, got); diff != "" {
 					t.Errorf("%s: events (-want +got):\n%s", rname, diff)
+				}
+			}
+			for _, size := range []int{1, 2, 3, 7} {
+				got, err := decodeAllBuf(iotest.HalfReader(strings.NewReader(tt.body)), 0, size)
+				if err != nil || !cmp.Equal(tt.want, got) {
+					t.Errorf("buffer of %d: got %v, %v; want %v", size, got, err, tt.want)
 				}
 			}
 			// Every way of splitting the body in two reads gives the
@@ -547,5 +562,18 @@ func BenchmarkEncode(b *testing.B) {
 		if err := e.Encode("text", data); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestSetMaxEventSize(t *testing.T) {
+	t.Parallel()
+	d := NewDecoder(strings.NewReader("data: a\n\n"))
+	d.SetMaxEventSize(math.MaxInt) // no overflow in the line limit
+	if !d.Next() || string(d.Event().Data) != "a" {
+		t.Fatalf("Next() with the largest limit: %v", d.Err())
+	}
+	d.SetMaxEventSize(-1)
+	if d.max != DefaultMaxEventSize {
+		t.Errorf("SetMaxEventSize(-1) left the limit at %d", d.max)
 	}
 }

@@ -50,10 +50,11 @@ type Stream[T any] struct {
 // releases the underlying connection; it is called exactly once, when the
 // stream ends by itself or on Close, whichever is first.
 //
-// next is only ever called from the goroutine calling Next, one call at a
-// time, and never after the stream has ended. closeFn may be called while
-// next is blocked (when Close is called from another goroutine); it must
-// then make next return, as closing an HTTP response body does.
+// next is only called from Next, one call at a time, and not after the
+// stream has ended by itself. When Close is called from another goroutine,
+// closeFn may run while next is blocked (or just as a call to next starts);
+// it must then make next return promptly, as closing an HTTP response body
+// makes a pending or later read fail.
 func NewStream[T any](next func() (v T, last bool, err error), closeFn func() error) *Stream[T] {
 	return &Stream[T]{next: next, closeFn: closeFn}
 }
