@@ -36,6 +36,12 @@ func TestOfficialJSSDK05(t *testing.T) {
 	runJSScript(t, "box05.mjs")
 }
 
+// TestOfficialJSSDK05Config runs js/config05.mjs: labels, skills, account
+// env and the init command through the official 0.5.5 JS SDK.
+func TestOfficialJSSDK05Config(t *testing.T) {
+	runJSScript(t, "config05.mjs")
+}
+
 // TestOfficialJSSDK05Agent runs js/agent05.mjs: agent runs and streams of
 // the official 0.5.5 JS SDK against boxd, with internal/testharness as the
 // box's custom harness (box-sse-v1), plus the exec streams.

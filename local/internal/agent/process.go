@@ -24,6 +24,9 @@ type ProcessRequest struct {
 	Env    map[string]string `json:"env,omitempty"`
 	// Stdin is given to the process, then its standard input is closed.
 	Stdin string `json:"stdin,omitempty"`
+	// MergeStderr sends standard error into the body with standard
+	// output, in the order written, instead of only its tail in a trailer.
+	MergeStderr bool `json:"merge_stderr,omitempty"`
 }
 
 // Trailers of a ProcessPath response, set when the process has ended.
@@ -72,7 +75,11 @@ func (a *Agent) serveProcess(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Trailer", strings.Join([]string{TrailerExitCode, TrailerCPU, TrailerMemoryPeak, TrailerStderr, TrailerError}, ", "))
 	w.WriteHeader(http.StatusOK)
 	fw.flush()
-	res, err := runStreaming(r.Context(), cmd, fw, tail, 0)
+	var errOut io.Writer = tail
+	if req.MergeStderr {
+		errOut = nil
+	}
+	res, err := runStreaming(r.Context(), cmd, fw, errOut, 0)
 	if err != nil {
 		w.Header().Set(TrailerError, err.Error())
 		return

@@ -1,0 +1,201 @@
+package box_test
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/upstash/box-go/box"
+	"github.com/upstash/box-go/boxtest"
+)
+
+func TestLabels(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t)
+	ctx := t.Context()
+	b := newBox(t, srv, &box.CreateParams{Labels: []string{"a"}})
+	other := newBox(t, srv, nil)
+
+	labels, err := b.Labels.Add(ctx, "env:prod")
+	if err != nil || !cmp.Equal(labels, []string{"a", "env:prod"}) {
+		t.Fatalf("Add = %v, %v", labels, err)
+	}
+	if got, err := b.Labels.List(ctx); err != nil || !cmp.Equal(got, labels) {
+		t.Errorf("List = %v, %v", got, err)
+	}
+	if _, err := b.Labels.Add(ctx, "env:prod"); box.StatusCode(err) != http.StatusConflict || !strings.Contains(err.Error(), "Label already added") {
+		t.Errorf("duplicate = %v", err)
+	}
+	for _, bad := range []string{"has space", "", strings.Repeat("x", 21), "emoji😀"} {
+		if _, err := b.Labels.Add(ctx, bad); err == nil || box.StatusCode(err) != 0 {
+			t.Errorf("Add(%q) = %v, want a client-side error", bad, err)
+		}
+	}
+	if resp := rawRequest(t, srv, http.MethodPost, "/v2/box/"+b.ID()+"/config/labels", `{"label":"has space"}`); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("raw bad label = %d %s", resp.StatusCode, resp.body)
+	}
+	for _, l := range []string{"c", "d", "e"} {
+		if _, err := b.Labels.Add(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Labels.Add(ctx, "f"); box.StatusCode(err) != http.StatusBadRequest {
+		t.Errorf("sixth label = %v, want 400", err)
+	}
+	found, err := srv.Client().List(ctx, &box.ListParams{Label: "env:prod"})
+	if err != nil || len(found) != 1 || found[0].ID != b.ID() {
+		t.Errorf("List by label = %+v, %v (other box %s)", found, err, other.ID())
+	}
+	// The official client escapes the label in the path; both forms work.
+	if resp := rawRequest(t, srv, http.MethodDelete, "/v2/box/"+b.ID()+"/config/labels/env%3Aprod", ""); resp.StatusCode != http.StatusOK || !strings.Contains(resp.body, `"labels":["a","c","d","e"]`) {
+		t.Errorf("escaped remove = %d %s", resp.StatusCode, resp.body)
+	}
+	if _, err := b.Labels.Remove(ctx, "env:prod"); !box.IsNotFound(err) || !strings.Contains(err.Error(), "Label not found") {
+		t.Errorf("remove missing = %v", err)
+	}
+	if got, err := b.Labels.Remove(ctx, "a"); err != nil || !cmp.Equal(got, []string{"c", "d", "e"}) {
+		t.Errorf("Remove = %v, %v", got, err)
+	}
+}
+
+func TestSkills(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t)
+	ctx := t.Context()
+	b := newBox(t, srv, &box.CreateParams{Skills: []string{"upstash/qstash-js/qstash-js"}})
+	if err := b.Skills.Add(ctx, "upstash/workflow-js/workflow-js"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Skills.List(ctx); err != nil || !cmp.Equal(got, []string{"upstash/qstash-js/qstash-js", "upstash/workflow-js/workflow-js"}) {
+		t.Errorf("List = %v, %v", got, err)
+	}
+	if err := b.Skills.Add(ctx, "upstash/workflow-js/workflow-js"); box.StatusCode(err) != http.StatusConflict {
+		t.Errorf("duplicate = %v", err)
+	}
+	for _, bad := range []string{"frontend-design", "a/b", "a/b/c/d", "a b/c/d"} {
+		if err := b.Skills.Add(ctx, bad); err == nil || box.StatusCode(err) != 0 {
+			t.Errorf("Add(%q) = %v, want a client-side error", bad, err)
+		}
+	}
+	if resp := rawRequest(t, srv, http.MethodPost, "/v2/box/"+b.ID()+"/config/skills", `{"skill_id":"nope"}`); resp.StatusCode != http.StatusBadRequest || !strings.Contains(resp.body, "Invalid skill_id format") {
+		t.Errorf("raw bad skill = %d %s", resp.StatusCode, resp.body)
+	}
+	if err := b.Skills.Remove(ctx, "upstash/qstash-js/qstash-js"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Skills.Remove(ctx, "upstash/qstash-js/qstash-js"); !box.IsNotFound(err) {
+		t.Errorf("remove missing = %v", err)
+	}
+	if got, _ := b.Skills.List(ctx); !cmp.Equal(got, []string{"upstash/workflow-js/workflow-js"}) {
+		t.Errorf("after remove = %v", got)
+	}
+}
+
+func TestAccountEnv(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t)
+	c := srv.Client()
+	ctx := t.Context()
+	before := newBox(t, srv, nil)
+
+	if err := c.SetEnv(ctx, "API_TOKEN", "s3cret"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetEnv(ctx, "SHARED", "from-account"); err != nil {
+		t.Fatal(err)
+	}
+	env, err := c.ListEnv(ctx)
+	if err != nil || !cmp.Equal(env, map[string]string{"API_TOKEN": "****", "SHARED": "****"}) {
+		t.Fatalf("ListEnv = %v, %v", env, err)
+	}
+	after := newBox(t, srv, &box.CreateParams{Env: map[string]string{"SHARED": "from-box"}})
+	if got := mustRun(t, after, `echo "$API_TOKEN $SHARED"`).Stdout; got != "s3cret from-box\n" {
+		t.Errorf("box created after = %q", got)
+	}
+	if got := mustRun(t, before, `echo "[$API_TOKEN]"`).Stdout; got != "[]\n" {
+		t.Errorf("box created before = %q", got)
+	}
+
+	if err := c.SetAllEnv(ctx, map[string]string{"ONLY": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if env, _ := c.ListEnv(ctx); !cmp.Equal(env, map[string]string{"ONLY": "****"}) {
+		t.Errorf("after SetAllEnv = %v", env)
+	}
+	if err := c.DeleteEnv(ctx, "ONLY"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteEnv(ctx, "ONLY"); !box.IsNotFound(err) {
+		t.Errorf("delete missing = %v", err)
+	}
+	if err := c.SetEnv(ctx, "BAD KEY", "x"); box.StatusCode(err) != http.StatusBadRequest {
+		t.Errorf("bad key = %v", err)
+	}
+	if err := c.SetAllEnv(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if env, _ := c.ListEnv(ctx); len(env) != 0 {
+		t.Errorf("after clearing = %v", env)
+	}
+}
+
+func TestInitCommand(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t)
+	ctx := t.Context()
+
+	plain := newBox(t, srv, nil)
+	if err := plain.SetInitCommand(ctx, "true"); !errors.Is(err, box.ErrNotKeepAlive) {
+		t.Errorf("SetInitCommand on a plain box = %v", err)
+	}
+	if resp := rawRequest(t, srv, http.MethodGet, "/v2/box/"+plain.ID()+"/startup", ""); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("raw get on a plain box = %d", resp.StatusCode)
+	}
+
+	// An init command that counts its starts and then exits: boxd starts
+	// it again, and its output lands in the box's log.
+	b := newBox(t, srv, &box.CreateParams{KeepAlive: true, InitCommand: "echo started >> /workspace/home/starts; echo hello-from-init; exit 3"})
+	waitFor(t, "the init command to run twice", func() bool {
+		out := mustRun(t, b, "cat starts 2>/dev/null || true").Stdout
+		return strings.Count(out, "started") >= 2
+	})
+	logs, err := b.Logs(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	for _, l := range logs {
+		text.WriteString(l.Source + ": " + l.Message + "\n")
+	}
+	for _, want := range []string{"user: hello-from-init", "init command exited with status 3"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("logs lack %q:\n%s", want, text.String())
+		}
+	}
+	if got, err := b.InitCommand(ctx); err != nil || !strings.HasPrefix(got, "echo started") {
+		t.Errorf("InitCommand = %q, %v", got, err)
+	}
+
+	// A new command replaces the old one; deleting it stops it.
+	if err := b.SetInitCommand(ctx, "sleep 31415"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new init command to run", func() bool {
+		return mustRun(t, b, "pgrep -f 'sleep 3141[5]' >/dev/null && echo up || true").Stdout == "up\n"
+	})
+	if err := b.DeleteInitCommand(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the init command to stop", func() bool {
+		return mustRun(t, b, "pgrep -f 'sleep 3141[5]' >/dev/null && echo up || true").Stdout == ""
+	})
+	if got, _ := b.InitCommand(ctx); got != "" {
+		t.Errorf("after delete = %q", got)
+	}
+	if err := b.SetInitCommand(ctx, ""); err == nil {
+		t.Error("empty init command accepted")
+	}
+}

@@ -1,0 +1,256 @@
+package local
+
+import (
+	"context"
+	"net/http"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/upstash/box-go/gen"
+	"github.com/upstash/box-go/local/internal/store"
+)
+
+func init() {
+	implement("AddLabel", "RemoveLabel", "AddSkill", "RemoveSkill",
+		"ListEnv", "SetAllEnv", "SetEnv", "DeleteEnv",
+		"GetInitCommand", "SetInitCommand", "DeleteInitCommand")
+}
+
+// Labels.
+
+func (c *controlPlane) AddLabel(ctx context.Context, req gen.AddLabelRequestObject) (gen.AddLabelResponseObject, error) {
+	if req.Body == nil {
+		return nil, errorf(http.StatusBadRequest, "label is required")
+	}
+	label := req.Body.Label
+	var labels []string
+	err := c.s.updateBox(req.ID, func(b *store.Box) error {
+		if slices.Contains(b.Labels, label) {
+			return errorf(http.StatusConflict, "Label already added")
+		}
+		next := append(slices.Clone(b.Labels), label)
+		if err := validateLabels(next); err != nil {
+			return err
+		}
+		b.Labels = next
+		labels = next
+		return nil
+	})
+	if err != nil {
+		return nil, notFoundAsBox(err)
+	}
+	return gen.AddLabel200JSONResponse{Message: ptr("Label added"), Labels: labels}, nil
+}
+
+func (c *controlPlane) RemoveLabel(ctx context.Context, req gen.RemoveLabelRequestObject) (gen.RemoveLabelResponseObject, error) {
+	labels := []string{}
+	err := c.s.updateBox(req.ID, func(b *store.Box) error {
+		i := slices.Index(b.Labels, req.Label)
+		if i < 0 {
+			return errorf(http.StatusNotFound, "Label not found")
+		}
+		b.Labels = slices.Delete(slices.Clone(b.Labels), i, i+1)
+		labels = append(labels, b.Labels...)
+		return nil
+	})
+	if err != nil {
+		return nil, notFoundAsBox(err)
+	}
+	return gen.RemoveLabel200JSONResponse{Message: ptr("Label removed"), Labels: labels}, nil
+}
+
+// notFoundAsBox turns the store's not-found into the API's box not found.
+func notFoundAsBox(err error) error {
+	if err == store.ErrNotFound {
+		return errorf(http.StatusNotFound, "box not found")
+	}
+	return err
+}
+
+// Skills. boxd cannot reach a skills registry: it records which skills are
+// enabled (they are returned in enabled_skills) without fetching them.
+
+var skillRE = regexp.MustCompile(`^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+/[A-Za-z0-9._-]+$`)
+
+func (c *controlPlane) AddSkill(ctx context.Context, req gen.AddSkillRequestObject) (gen.AddSkillResponseObject, error) {
+	if req.Body == nil || !skillRE.MatchString(req.Body.SkillID) {
+		return nil, errorf(http.StatusBadRequest, "Invalid skill_id format")
+	}
+	err := c.s.updateBox(req.ID, func(b *store.Box) error {
+		if slices.Contains(b.Skills, req.Body.SkillID) {
+			return errorf(http.StatusConflict, "Skill already enabled")
+		}
+		b.Skills = append(slices.Clone(b.Skills), req.Body.SkillID)
+		return nil
+	})
+	if err != nil {
+		return nil, notFoundAsBox(err)
+	}
+	return gen.AddSkill200JSONResponse(message("Skill added")), nil
+}
+
+func (c *controlPlane) RemoveSkill(ctx context.Context, req gen.RemoveSkillRequestObject) (gen.RemoveSkillResponseObject, error) {
+	id := req.Owner + "/" + req.Repo + "/" + req.Skill
+	err := c.s.updateBox(req.ID, func(b *store.Box) error {
+		i := slices.Index(b.Skills, id)
+		if i < 0 {
+			return errorf(http.StatusNotFound, "Skill not found")
+		}
+		b.Skills = slices.Delete(slices.Clone(b.Skills), i, i+1)
+		return nil
+	})
+	if err != nil {
+		return nil, notFoundAsBox(err)
+	}
+	return gen.RemoveSkill200JSONResponse(message("Skill removed")), nil
+}
+
+// Account environment variables: set in every box created afterwards.
+
+// withAccountEnv returns the account's environment variables overlaid
+// with a new box's own; a box gets them once, at creation.
+func (s *Server) withAccountEnv(own map[string]string) map[string]string {
+	env, err := s.db.AccountEnv()
+	if err != nil {
+		s.log.Warn("cannot read account env", "err", err)
+		env = map[string]string{}
+	}
+	for k, v := range own {
+		env[k] = v
+	}
+	if len(env) == 0 {
+		return nil
+	}
+	return env
+}
+
+// maskedValue is what ListEnv shows in place of every value.
+const maskedValue = "****"
+
+func (c *controlPlane) ListEnv(ctx context.Context, req gen.ListEnvRequestObject) (gen.ListEnvResponseObject, error) {
+	env, err := c.s.db.AccountEnv()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(env))
+	for k := range env {
+		out[k] = maskedValue
+	}
+	return gen.ListEnv200JSONResponse{EnvVars: out}, nil
+}
+
+func validateEnv(env map[string]string) error {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !envKey.MatchString(k) {
+			return errorf(http.StatusBadRequest, "%q is not a valid environment variable name", k)
+		}
+		if strings.IndexByte(env[k], 0) >= 0 {
+			return errorf(http.StatusBadRequest, "the value of %s contains a NUL byte", k)
+		}
+	}
+	return nil
+}
+
+func (c *controlPlane) SetAllEnv(ctx context.Context, req gen.SetAllEnvRequestObject) (gen.SetAllEnvResponseObject, error) {
+	if req.Body == nil {
+		return nil, errorf(http.StatusBadRequest, "env_vars is required")
+	}
+	if err := validateEnv(req.Body.EnvVars); err != nil {
+		return nil, err
+	}
+	if err := c.s.db.SetAccountEnv(req.Body.EnvVars); err != nil {
+		return nil, err
+	}
+	return gen.SetAllEnv200JSONResponse(message("Environment variables replaced")), nil
+}
+
+func (c *controlPlane) SetEnv(ctx context.Context, req gen.SetEnvRequestObject) (gen.SetEnvResponseObject, error) {
+	if req.Body == nil {
+		return nil, errorf(http.StatusBadRequest, "value is required")
+	}
+	if err := validateEnv(map[string]string{req.Key: req.Body.Value}); err != nil {
+		return nil, err
+	}
+	if err := c.s.db.UpdateAccountEnv(func(env map[string]string) error {
+		env[req.Key] = req.Body.Value
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return gen.SetEnv200JSONResponse(message("Environment variable set")), nil
+}
+
+func (c *controlPlane) DeleteEnv(ctx context.Context, req gen.DeleteEnvRequestObject) (gen.DeleteEnvResponseObject, error) {
+	err := c.s.db.UpdateAccountEnv(func(env map[string]string) error {
+		if _, ok := env[req.Key]; !ok {
+			return errorf(http.StatusNotFound, "not found")
+		}
+		delete(env, req.Key)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return gen.DeleteEnv200JSONResponse(message("Environment variable deleted")), nil
+}
+
+// Init command (keep-alive boxes).
+
+func (c *controlPlane) keepAliveBox(id string) (*store.Box, error) {
+	b, err := c.box(id)
+	if err != nil {
+		return nil, err
+	}
+	if !b.KeepAlive {
+		return nil, errorf(http.StatusBadRequest, "Init command is only available for keep-alive boxes")
+	}
+	return b, nil
+}
+
+func (c *controlPlane) GetInitCommand(ctx context.Context, req gen.GetInitCommandRequestObject) (gen.GetInitCommandResponseObject, error) {
+	b, err := c.keepAliveBox(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	return gen.GetInitCommand200JSONResponse{InitCommand: b.InitCommand}, nil
+}
+
+func (c *controlPlane) SetInitCommand(ctx context.Context, req gen.SetInitCommandRequestObject) (gen.SetInitCommandResponseObject, error) {
+	if req.Body == nil || strings.TrimSpace(req.Body.InitCommand) == "" {
+		return nil, errorf(http.StatusBadRequest, "initCommand is required")
+	}
+	b, err := c.keepAliveBox(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.s.updateBox(b.ID, func(b *store.Box) error {
+		b.InitCommand = req.Body.InitCommand
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	c.s.inits.restart(b.ID)
+	return gen.SetInitCommand200JSONResponse(message("Init command set")), nil
+}
+
+func (c *controlPlane) DeleteInitCommand(ctx context.Context, req gen.DeleteInitCommandRequestObject) (gen.DeleteInitCommandResponseObject, error) {
+	b, err := c.keepAliveBox(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.s.updateBox(b.ID, func(b *store.Box) error {
+		b.InitCommand = ""
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	c.s.inits.stop(b.ID)
+	return gen.DeleteInitCommand200JSONResponse(message("Init command deleted")), nil
+}
