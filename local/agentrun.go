@@ -39,6 +39,14 @@ type runSpec struct {
 	schema  *jsonschema.Schema
 	files   []attachment
 	webhook *gen.Webhook
+
+	// scheduleID marks a run a schedule started (see schedules.go).
+	scheduleID string
+	// timeout ends the run as failed once it passes; 0 means no limit.
+	timeout time.Duration
+	// ended, if set, is called with the run's final record once it is
+	// stored, before any webhook is delivered.
+	ended func(rec *store.Run)
 }
 
 type attachment struct {
@@ -240,8 +248,12 @@ func (rs *runs) begin(b *store.Box, spec *runSpec) (*agentRun, error) {
 		return nil, errorf(http.StatusServiceUnavailable, "boxd is shutting down")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	if spec.timeout > 0 {
+		cancel()
+		ctx, cancel = context.WithTimeout(context.Background(), spec.timeout)
+	}
 	r := &agentRun{id: newID("run-"), box: b, spec: spec, ctx: ctx, cancel: cancel, out: newRelay(), start: time.Now()}
-	rec := &store.Run{ID: r.id, BoxID: b.ID, Type: "agent", Status: "running", Prompt: spec.prompt, Model: b.Model, CreatedAt: r.start.Unix(), Seq: r.start.UnixNano()}
+	rec := &store.Run{ID: r.id, BoxID: b.ID, Type: "agent", Status: "running", ScheduleID: spec.scheduleID, Prompt: spec.prompt, Model: b.Model, CreatedAt: r.start.Unix(), Seq: r.start.UnixNano()}
 	if err := rs.s.db.PutRun(rec); err != nil {
 		cancel()
 		return nil, err
@@ -316,12 +328,19 @@ func (rs *runs) execute(r *agentRun, rec *store.Run) {
 		status = "cancelled"
 		o.errMsg = "run cancelled"
 		r.out.send("error", gen.StreamErrorEventData{Error: o.errMsg})
+	case err != nil && errors.Is(r.ctx.Err(), context.DeadlineExceeded):
+		status = "failed"
+		o.errMsg = fmt.Sprintf("run timed out after %s", r.spec.timeout)
+		r.out.send("error", gen.StreamErrorEventData{Error: o.errMsg})
 	case err != nil:
 		status = "failed"
 		o.errMsg = err.Error()
 		r.out.send("error", gen.StreamErrorEventData{Error: o.errMsg})
 	case o.errMsg != "":
 		status = "failed"
+	}
+	if r.spec.scheduleID != "" && status == "cancelled" {
+		status = "failed" // a scheduled run ends completed, failed or skipped
 	}
 
 	output := o.text.String()
@@ -369,6 +388,9 @@ func (rs *runs) execute(r *agentRun, rec *store.Run) {
 	// saw the end finds the run recorded.
 	r.out.send("stats", gen.StatsEventData{CPUNs: &o.cpuNs, MemoryPeakBytes: &o.memPeak})
 	r.out.end()
+	if r.spec.ended != nil {
+		r.spec.ended(rec)
+	}
 	if r.spec.webhook != nil {
 		s.deliverWebhook(r.box.ID, r.spec.webhook, gen.WebhookPayload{
 			BoxID: r.box.ID, RunID: &r.id, Status: webhookStatus(status), Output: &output, Error: nonEmptyPtr(o.errMsg),
@@ -693,7 +715,7 @@ func (s sseResponse) VisitStreamAgentRunResponse(w http.ResponseWriter) error {
 
 // deliverWebhook POSTs a run's result to the caller's URL, trying a few
 // times on connection errors and 5xx. Header values are never logged.
-func (s *Server) deliverWebhook(boxID string, wh *gen.Webhook, payload gen.WebhookPayload) {
+func (s *Server) deliverWebhook(boxID string, wh *gen.Webhook, payload any) {
 	body, _ := json.Marshal(payload)
 	var last string
 	for attempt := 0; attempt < 3; attempt++ {

@@ -60,6 +60,9 @@ func (s *Server) routes() http.Handler {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		if !refuseNullIDs(w, r) {
+			return
+		}
 		api.ServeHTTP(w, r)
 	}))
 }
@@ -195,11 +198,12 @@ func validateCreate(r *gen.CreateBoxRequest) error {
 		}
 	}
 	if np := r.NetworkPolicy; np != nil {
-		switch np.Mode {
-		case gen.NetworkPolicyModeAllowAll, gen.NetworkPolicyModeDenyAll, gen.NetworkPolicyModeCustom:
-		default:
-			return errorf(http.StatusBadRequest, "network_policy.mode must be allow-all, deny-all or custom, not %q", np.Mode)
+		if err := validateNetworkPolicy(np); err != nil {
+			return err
 		}
+	}
+	if err := validateAttachHeaders(r.AttachHeaders); err != nil {
+		return err
 	}
 	if r.Agent != nil && *r.Agent == "custom" && r.CustomRunner == nil {
 		return errorf(http.StatusBadRequest, "custom_runner is required when agent is custom")
@@ -234,6 +238,18 @@ func (c *controlPlane) CreateBox(ctx context.Context, req gen.CreateBoxRequestOb
 	if body == nil {
 		body = &gen.CreateBoxRequest{}
 	}
+	b, err := c.create(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	return gen.CreateBox200JSONResponse(boxData(b)), nil
+}
+
+// create validates body and makes the box: its record, its directories,
+// and its sandbox, started in the background. fill, when not nil, puts
+// files into the directories before anything runs in the box (a restore
+// from a snapshot); if it fails, the box is removed.
+func (c *controlPlane) create(body *gen.CreateBoxRequest, fill func(*store.Box) error) (*store.Box, error) {
 	if err := validateCreate(body); err != nil {
 		return nil, err
 	}
@@ -252,7 +268,7 @@ func (c *controlPlane) CreateBox(ctx context.Context, req gen.CreateBoxRequestOb
 		GitHubToken:   deref(body.GithubToken),
 		GitUserName:   deref(body.GitUserName),
 		GitUserEmail:  deref(body.GitUserEmail),
-		EnvVars:       body.EnvVars,
+		EnvVars:       c.s.withAccountEnv(body.EnvVars),
 		AttachHeaders: body.AttachHeaders,
 		Skills:        body.Skills,
 		Ephemeral:     deref(body.Ephemeral),
@@ -272,10 +288,17 @@ func (c *controlPlane) CreateBox(ctx context.Context, req gen.CreateBoxRequestOb
 		b.MCPServers = raw(body.McpServers)
 	}
 	if b.Ephemeral {
-		b.ExpiresAt = now.Unix() + derefOr(body.TTL, maxTTL)
+		// On the server's clock, which also times the deletion.
+		b.ExpiresAt = c.s.cfg.Clock.Now().Unix() + derefOr(body.TTL, maxTTL)
 	}
 	if err := c.s.boxes.prepare(b); err != nil {
 		return nil, fmt.Errorf("prepare box: %w", err)
+	}
+	if fill != nil {
+		if err := fill(b); err != nil {
+			_ = c.s.boxes.destroy(b.ID)
+			return nil, err
+		}
 	}
 	if err := c.s.db.PutBox(b); err != nil {
 		_ = c.s.boxes.destroy(b.ID)
@@ -286,7 +309,10 @@ func (c *controlPlane) CreateBox(ctx context.Context, req gen.CreateBoxRequestOb
 	}
 	c.s.logf(b.ID, "info", "system", "box created")
 	c.s.boxes.warm(b)
-	return gen.CreateBox200JSONResponse(boxData(b)), nil
+	if b.Ephemeral {
+		c.s.boxes.expireLater(b)
+	}
+	return b, nil
 }
 
 func (c *controlPlane) ListBoxes(ctx context.Context, req gen.ListBoxesRequestObject) (gen.ListBoxesResponseObject, error) {
@@ -313,12 +339,14 @@ func (c *controlPlane) GetBox(ctx context.Context, req gen.GetBoxRequestObject) 
 }
 
 func (c *controlPlane) deleteBox(id string) error {
+	c.s.inits.stop(id)
 	if err := c.s.boxes.destroy(id); err != nil {
 		return err
 	}
 	if err := c.s.db.DeleteBox(id); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
+	c.s.schedules.forgetBox(id)
 	return nil
 }
 

@@ -28,8 +28,28 @@ type runtime struct {
 	starting chan struct{} // closed when a start attempt ends
 	startErr error
 	deleted  bool
+	// held is set while a snapshot keeps the box still (see hold in
+	// snapshots.go), and closed when it lets go.
+	held chan struct{}
 
 	transport *http.Transport
+}
+
+// lockUnheld locks r.mu once no snapshot holds the box: starting,
+// resuming and pausing it wait for the snapshot to end.
+func (r *runtime) lockUnheld(ctx context.Context) error {
+	r.mu.Lock()
+	for r.held != nil {
+		ch := r.held
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		r.mu.Lock()
+	}
+	return nil
 }
 
 // boxes manages the runtimes of all boxes.
@@ -126,7 +146,9 @@ func validHostname(s string) bool {
 func (m *boxes) ensureRunning(ctx context.Context, b *store.Box) (*runtime, error) {
 	r := m.runtime(b.ID)
 	for {
-		r.mu.Lock()
+		if err := r.lockUnheld(ctx); err != nil {
+			return nil, err
+		}
 		if r.deleted {
 			r.mu.Unlock()
 			return nil, errBoxNotFound
@@ -193,6 +215,7 @@ func (m *boxes) ensureRunning(ctx context.Context, b *store.Box) (*runtime, erro
 		r.sb = sb
 		r.mu.Unlock()
 		m.srv.logf(b.ID, "info", "system", "box started")
+		m.srv.inits.ensure(b)
 		if b.Status == "paused" {
 			if err := m.srv.setStatus(b.ID, "idle"); err != nil {
 				return nil, err
@@ -220,6 +243,11 @@ func (m *boxes) start(b *store.Box) (*sandbox.Sandbox, error) {
 	} else {
 		cfg.Socket = sandbox.RunDir + "/" + sandbox.SocketName
 	}
+	bn, err := m.srv.net.startBox(b.ID, l, m.srv.cfg.Isolation)
+	if err != nil {
+		return nil, fmt.Errorf("start box: %w", err)
+	}
+	cfg.EgressSocket, cfg.ProxyListen, cfg.CABundle = bn.EgressSocket, bn.ProxyListen, bn.CABundle
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, err
@@ -239,8 +267,10 @@ func (m *boxes) start(b *store.Box) (*sandbox.Sandbox, error) {
 		Agent:       m.srv.agentBinary,
 		AgentConfig: raw,
 		Log:         logf,
+		CABundle:    bn.HostCABundle,
 	})
 	if err != nil {
+		m.srv.net.stopBox(b.ID)
 		m.srv.logf(b.ID, "error", "system", "box failed to start: "+err.Error())
 		return nil, fmt.Errorf("start box: %w", err)
 	}
@@ -258,14 +288,16 @@ func hostnameOf(b *store.Box) string {
 // marked paused.
 func (m *boxes) pause(ctx context.Context, id string) error {
 	r := m.runtime(id)
-	r.mu.Lock()
-	sb := r.sb
-	r.mu.Unlock()
-	if sb != nil {
+	if err := r.lockUnheld(ctx); err != nil {
+		return err
+	}
+	if sb := r.sb; sb != nil {
 		if err := sb.Pause(); err != nil {
+			r.mu.Unlock()
 			return fmt.Errorf("pause: %w", err)
 		}
 	}
+	r.mu.Unlock()
 	m.srv.logf(id, "info", "system", "box paused")
 	return m.srv.setStatus(id, "paused")
 }
@@ -273,14 +305,16 @@ func (m *boxes) pause(ctx context.Context, id string) error {
 // resume thaws a paused box.
 func (m *boxes) resume(ctx context.Context, id string) error {
 	r := m.runtime(id)
-	r.mu.Lock()
-	sb := r.sb
-	r.mu.Unlock()
-	if sb != nil {
+	if err := r.lockUnheld(ctx); err != nil {
+		return err
+	}
+	if sb := r.sb; sb != nil {
 		if err := sb.Resume(); err != nil {
+			r.mu.Unlock()
 			return fmt.Errorf("resume: %w", err)
 		}
 	}
+	r.mu.Unlock()
 	m.srv.logf(id, "info", "system", "box resumed")
 	return m.srv.setStatus(id, "idle")
 }
@@ -302,6 +336,7 @@ func (m *boxes) destroy(id string) error {
 		}
 		r.transport.CloseIdleConnections()
 	}
+	m.srv.net.forgetBox(id)
 	root := m.srv.layout(id).Root
 	if err := os.RemoveAll(root); err != nil {
 		return fmt.Errorf("remove box files: %w", err)

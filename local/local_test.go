@@ -444,10 +444,7 @@ func TestNotImplemented(t *testing.T) {
 		body         any
 		names        string
 	}{
-		{"POST", "/v2/box/" + id + "/snapshots", map[string]any{"name": "s1"}, "CreateSnapshot"},
-		{"GET", "/v2/box/" + id + "/snapshots", nil, "ListSnapshots"},
-		{"GET", "/v2/box/" + id + "/schedules", nil, "ListSchedules"},
-		{"GET", "/v2/box/" + id + "/preview", nil, "ListPreviews"},
+		{"GET", "/v2/box/" + id + "/browser/tabs", nil, "ListBrowserTabs"},
 	} {
 		wantError(t, tc.method+" "+tc.path, c.do(tc.method, tc.path, tc.body, nil), http.StatusNotImplemented, tc.names, "not implemented")
 	}

@@ -31,6 +31,7 @@ var dataPlane = []string{
 	"POST /v2/box/{id}/files/mkdir",
 	"POST /v2/box/{id}/files/rename",
 	"POST /v2/box/{id}/files/remove",
+	"GET /v2/box/{id}/exec-session",
 }
 
 // Headers in which the agent reports an exec's outcome to boxd. They are

@@ -16,12 +16,14 @@ package local
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -58,6 +60,21 @@ type Config struct {
 	// Clock times schedules and ephemeral boxes' expiry; nil is the real
 	// time.
 	Clock Clock
+	// PublicURLBase is where public URLs are served, for example
+	// "http://preview.localhost:8989": a box's port 3000 is then
+	// http://{box-id}-3000.preview.localhost:8989, and boxd serves every
+	// request whose Host is a subdomain of the base's host name as a
+	// public URL. Empty means "http://preview.localhost:{port}", with the
+	// port that the API request creating or listing the URL came in on.
+	PublicURLBase string
+	// EgressRootCAs is trusted, besides the system's roots, for the TLS
+	// connections boxd opens to add a box's attach_headers (tests use it
+	// for their own HTTPS servers).
+	EgressRootCAs *x509.CertPool
+	// EgressResolver resolves the host names boxes connect to, before
+	// their network policy is applied; nil uses the system resolver. The
+	// name host.boxd.internal always means the host's 127.0.0.1.
+	EgressResolver func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
 // Server is boxd. It is an http.Handler.
@@ -70,6 +87,9 @@ type Server struct {
 	db          *store.Store
 	boxes       *boxes
 	runs        *runs
+	inits       *inits
+	net         *network
+	schedules   *scheduler
 	agentBinary string
 	// webhookClient delivers run webhooks.
 	webhookClient *http.Client
@@ -138,10 +158,29 @@ func New(cfg Config) (*Server, error) {
 			sandbox.Reap(b.ID)
 		}
 	}
+	if s.net, err = newNetwork(s); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("boxd: %w", err)
+	}
 	s.boxes = newBoxes(s)
 	s.runs = newRuns(s)
+	s.inits = newInits(s)
 	s.webhookClient = &http.Client{Timeout: 30 * time.Second}
-	s.handler = s.routes()
+	s.handler = s.withPreviews(s.routes())
+	s.schedules = newScheduler(s)
+	if err := s.schedules.start(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("boxd: schedules: %w", err)
+	}
+	// Ephemeral boxes whose time ran out while boxd was down go now; the
+	// others get their timers back (ephemeral.go).
+	s.boxes.armExpiries()
+	// Keep-alive boxes with an init command start again (initcmd.go).
+	if boxes, err := db.Boxes(); err == nil {
+		for _, b := range boxes {
+			s.inits.ensure(b)
+		}
+	}
 	return s, nil
 }
 
@@ -176,8 +215,11 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 func (s *Server) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
+		s.schedules.close()
+		s.inits.closeAll()
 		s.runs.closeAll()
 		s.boxes.closeAll()
+		s.net.close()
 		err = s.db.Close()
 	})
 	return err

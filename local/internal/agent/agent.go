@@ -31,6 +31,15 @@ type Config struct {
 	HostRoot string `json:"host_root,omitempty"`
 	// Socket is where to listen, as the agent sees it.
 	Socket string `json:"socket"`
+	// EgressSocket is boxd's egress proxy for the box, as the agent sees
+	// it; ProxyListen is the TCP address where the agent relays to it for
+	// the box's programs (port 0 picks a free one). Either empty means no
+	// proxy.
+	EgressSocket string `json:"egress_socket,omitempty"`
+	ProxyListen  string `json:"proxy_listen,omitempty"`
+	// CABundle is the box's CA bundle (the system's roots and boxd's
+	// egress CA), as the box sees it.
+	CABundle string `json:"ca_bundle,omitempty"`
 }
 
 // Agent serves one box.
@@ -38,6 +47,11 @@ type Agent struct {
 	cfg Config
 	fs  boxFS
 	log *slog.Logger
+	// proxyURL, proxyPort and noProxy are the egress relay's, once it
+	// listens.
+	proxyURL  string
+	proxyPort int
+	noProxy   string
 }
 
 // New returns an agent for cfg.
@@ -68,6 +82,7 @@ func (a *Agent) env() []string {
 	if a.cfg.HostRoot != "" {
 		base["PATH"] = os.Getenv("PATH")
 	}
+	a.proxyEnv(base)
 	for k, v := range a.cfg.Env {
 		base[k] = v
 	}
@@ -111,12 +126,15 @@ func main1(log *slog.Logger) error {
 		os.Setenv("PATH", defaultPath)
 	}
 	a := New(cfg, log)
+	if err := a.startEgress(); err != nil {
+		log.Warn("the box has no outbound network", "err", err)
+	}
 	_ = os.Remove(cfg.Socket)
 	l, err := net.Listen("unix", cfg.Socket)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: a.Handler(), ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	srv := &http.Server{Handler: a.withInternal(a.Handler()), ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() {
 		ch := make(chan os.Signal, 1)
 		signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)

@@ -138,6 +138,23 @@ type Spec struct {
 	AgentConfig []byte
 	// Log receives the agent's stderr.
 	Log *os.File
+	// CABundle, when set, is a host file bound read-only at
+	// CABundlePath() in the box: the system's roots plus boxd's egress CA.
+	CABundle string
+}
+
+// hostCABundle is where Debian-like systems keep the CA bundle that
+// OpenSSL, curl and Go read by default.
+const hostCABundle = "/etc/ssl/certs/ca-certificates.crt"
+
+// CABundlePath is where a box sees its CA bundle: over the system bundle
+// when the host has one at the usual place (so that programs that ignore
+// SSL_CERT_FILE trust boxd's CA too), else a file of its own.
+func CABundlePath() string {
+	if fi, err := os.Stat(hostCABundle); err == nil && fi.Mode().IsRegular() {
+		return hostCABundle
+	}
+	return "/etc/boxd-ca-certificates.crt"
 }
 
 // Sandbox is one running box.
@@ -278,6 +295,9 @@ func bwrapArgs(spec Spec) []string {
 		if _, err := os.Stat(p); err == nil {
 			a = append(a, "--ro-bind", p, p)
 		}
+	}
+	if spec.CABundle != "" {
+		a = append(a, "--ro-bind", spec.CABundle, CABundlePath())
 	}
 	if os.Geteuid() == 0 {
 		// The agent starts as uid 0 with only these capabilities and drops

@@ -1,0 +1,83 @@
+package box_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+
+	"github.com/upstash/box-go/box"
+)
+
+func ExampleBox_GetPublicURL() {
+	client, done := exampleClient()
+	defer done()
+	ctx := context.Background()
+
+	b, err := client.Create(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Delete(ctx)
+
+	// A web server in the box, on the box's own loopback.
+	_, err = b.Exec.Command(ctx, `mkdir -p /tmp/site && echo hello from the box > /tmp/site/index.html
+(cd /tmp/site && nohup python3 -m http.server 3000 --bind 127.0.0.1 >/dev/null 2>&1 &)
+for i in $(seq 50); do curl -s --noproxy '*' -o /dev/null http://127.0.0.1:3000/ && break; sleep 0.1; done`)
+	if err != nil {
+		log.Fatal(err)
+	}
+	u, err := b.GetPublicURL(ctx, 3000, &box.PublicURLParams{BearerToken: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// On boxd, u.URL is http://{box-id}-3000.preview.localhost:{port}.
+	// Browsers and curl resolve *.localhost to the loopback address; Go's
+	// resolver does not, so this client dials it itself.
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		_, port, _ := net.SplitHostPort(addr)
+		var d net.Dialer
+		return d.DialContext(ctx, network, net.JoinHostPort("127.0.0.1", port))
+	}}
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u.URL, nil)
+	req.Header.Set("Authorization", "Bearer "+u.Token)
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Print(string(body))
+	// Output: hello from the box
+}
+
+func ExampleBox_UpdateNetworkPolicy() {
+	client, done := exampleClient()
+	defer done()
+	ctx := context.Background()
+
+	b, err := client.Create(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Delete(ctx)
+
+	if err := b.UpdateNetworkPolicy(ctx, box.NetworkPolicy{Mode: box.NetworkDenyAll}); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(b.NetworkPolicy().Mode)
+	// The box's programs reach the network through boxd's proxy, which
+	// now refuses everything.
+	run, err := b.Exec.Command(ctx, "curl -s -o /dev/null -w '%{http_code}' http://example.com/")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(run.Stdout)
+	// Output:
+	// deny-all
+	// 403
+}

@@ -1,0 +1,189 @@
+package local
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/upstash/box-go/gen"
+	"github.com/upstash/box-go/local/internal/agent"
+	"github.com/upstash/box-go/local/internal/egress"
+	"github.com/upstash/box-go/local/internal/sandbox"
+	"github.com/upstash/box-go/local/internal/store"
+)
+
+// network is boxd's side of the boxes' networking: the egress proxy that
+// carries every box's outbound traffic, and the public URLs that carry
+// traffic into a box's ports.
+//
+// A box's network namespace has only loopback. Its agent listens on
+// 127.0.0.1:3128 inside it and relays each connection to a unix socket in
+// the box's run directory, where boxd serves an HTTP proxy for that box
+// alone; the box's processes get HTTP_PROXY and friends pointing at the
+// relay. The proxy reads the box's network policy and attach_headers from
+// the store for every connection, so a policy update applies at once.
+type network struct {
+	s        *Server
+	ca       *egress.CA
+	proxy    *egress.Proxy
+	previews *previews
+
+	deniedMu sync.Mutex
+	denied   map[string]time.Time // box id + host → last logged
+}
+
+// egressSocketName is the egress proxy's socket in a box's run directory.
+const egressSocketName = "egress.sock"
+
+// caBundleName is the box's CA bundle (host roots + boxd's CA) in the
+// box's directory; the box sees it read-only.
+const caBundleName = "ca-certificates.crt"
+
+func newNetwork(s *Server) (*network, error) {
+	ca, err := egress.LoadCA(s.cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	n := &network{s: s, ca: ca, denied: map[string]time.Time{}}
+	n.proxy = egress.New(egress.Config{
+		CA:      ca,
+		Lookup:  n.rules,
+		Resolve: s.cfg.EgressResolver,
+		RootCAs: s.cfg.EgressRootCAs,
+		Denied:  n.logDenied,
+		Log:     s.log,
+	})
+	if n.previews, err = newPreviews(s); err != nil {
+		n.proxy.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+// rules reads a box's current policy and headers.
+func (n *network) rules(boxID string) (*egress.Rules, error) {
+	b, err := n.s.db.Box(boxID)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := policyOf(b)
+	if err != nil {
+		// A stored policy that no longer compiles fails closed.
+		n.s.log.Warn("box network policy is invalid; refusing its traffic", "box", boxID, "err", err)
+		pol = egress.DenyAll
+	}
+	hdrs, err := egress.CompileHeaders(b.AttachHeaders)
+	if err != nil {
+		n.s.log.Warn("box attach_headers are invalid; none are attached", "box", boxID, "err", err)
+		hdrs = nil
+	}
+	return &egress.Rules{Policy: pol, Headers: hdrs}, nil
+}
+
+// policyOf compiles a box's stored policy; none means allow-all.
+func policyOf(b *store.Box) (*egress.Policy, error) {
+	if len(b.NetworkPolicy) == 0 {
+		return egress.AllowAll, nil
+	}
+	var np gen.NetworkPolicy
+	if err := json.Unmarshal(b.NetworkPolicy, &np); err != nil {
+		return nil, err
+	}
+	return compilePolicy(&np)
+}
+
+func compilePolicy(np *gen.NetworkPolicy) (*egress.Policy, error) {
+	return egress.Compile(string(np.Mode), np.AllowedDomains, np.AllowedCidrs, np.DeniedCidrs)
+}
+
+// logDenied notes a refused connection in the box's log, once a minute
+// per destination.
+func (n *network) logDenied(boxID string, e *egress.DeniedError) {
+	k := boxID + "\x00" + e.Host
+	now := time.Now()
+	n.deniedMu.Lock()
+	last, seen := n.denied[k]
+	if !seen || now.Sub(last) >= time.Minute {
+		if len(n.denied) > 10000 {
+			clear(n.denied)
+		}
+		n.denied[k] = now
+	}
+	n.deniedMu.Unlock()
+	if !seen || now.Sub(last) >= time.Minute {
+		n.s.logf(boxID, "warn", "system", fmt.Sprintf("outbound connection to %s refused by the network policy (%s)", e.Host, e.Mode))
+	}
+}
+
+// boxNet is what a starting box needs to use the network.
+type boxNet struct {
+	// Agent settings, as the agent sees them.
+	EgressSocket, ProxyListen, CABundle string
+	// HostCABundle is the host path of the box's CA bundle, which the
+	// sandbox binds over the box's system bundle.
+	HostCABundle string
+}
+
+// startBox serves the box's egress proxy on its socket and writes its CA
+// bundle. A proxy the box had (from a sandbox that died) is replaced.
+func (n *network) startBox(id string, l sandbox.Layout, mode sandbox.Mode) (boxNet, error) {
+	sock := filepath.Join(l.Run(), egressSocketName)
+	_ = os.Remove(sock)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return boxNet{}, fmt.Errorf("egress proxy: %w", err)
+	}
+	if os.Geteuid() == 0 && mode == sandbox.ModeBwrap {
+		// The agent runs as the box user. Lchown: the run directory
+		// belongs to the box, so never follow a link in it.
+		if err := os.Lchown(sock, sandbox.UID, sandbox.GID); err != nil {
+			ln.Close()
+			return boxNet{}, fmt.Errorf("egress proxy: %w", err)
+		}
+	}
+	bundle := filepath.Join(l.Root, caBundleName)
+	if err := n.ca.WriteBundle(bundle); err != nil {
+		ln.Close()
+		return boxNet{}, fmt.Errorf("CA bundle: %w", err)
+	}
+	if err := n.proxy.Serve(id, ln); err != nil {
+		return boxNet{}, err
+	}
+	if mode == sandbox.ModeNone {
+		// The box shares the host's network: a free port, and host paths.
+		return boxNet{EgressSocket: sock, ProxyListen: "127.0.0.1:0", CABundle: bundle}, nil
+	}
+	return boxNet{
+		EgressSocket: sandbox.RunDir + "/" + egressSocketName,
+		ProxyListen:  agent.ProxyAddr,
+		CABundle:     sandbox.CABundlePath(),
+		HostCABundle: bundle,
+	}, nil
+}
+
+// stopBox closes the box's egress proxy and public URL connections.
+func (n *network) stopBox(id string) {
+	n.proxy.StopBox(id)
+	n.previews.closeBox(id)
+}
+
+// forgetBox stops the box's networking and removes its public URLs; the
+// box is being deleted.
+func (n *network) forgetBox(id string) {
+	n.stopBox(id)
+	if err := n.s.db.DeletePreviews(id); err != nil {
+		n.s.log.Warn("cannot delete the box's public URLs", "box", id, "err", err)
+	}
+}
+
+// policyChanged applies a box's new policy to its open connections.
+func (n *network) policyChanged(id string) { n.proxy.Recheck(id) }
+
+func (n *network) close() {
+	n.proxy.Close()
+	n.previews.close()
+}

@@ -1,0 +1,472 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestCompile(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		mode                     string
+		domains, allowed, denied []string
+		err                      string
+	}{
+		{mode: "allow-all"},
+		{mode: "deny-all"},
+		{mode: "custom", domains: []string{"api.example.com", "*.Example.org."}},
+		{mode: "custom", allowed: []string{"10.0.0.0/8", "192.0.2.7", "::1", "::ffff:10.0.0.0/104"}},
+		{mode: "custom", denied: []string{"169.254.169.254"}},
+		{mode: "", err: "mode is required"},
+		{mode: "open", err: `not "open"`},
+		{mode: "allow-all", domains: []string{"x.com"}, err: "apply only to mode custom"},
+		{mode: "deny-all", denied: []string{"10.0.0.0/8"}, err: "apply only to mode custom"},
+		{mode: "custom", err: "needs allowed_domains"},
+		{mode: "custom", domains: []string{"https://x.com"}, err: "not a host name"},
+		{mode: "custom", domains: []string{"*"}, err: "not a host name"},
+		{mode: "custom", domains: []string{"a..b"}, err: "not a host name"},
+		{mode: "custom", domains: []string{"1.2.3.4"}, err: "is an IP address"},
+		{mode: "custom", allowed: []string{"10.0.0.0/33"}, err: "allowed_cidrs"},
+		{mode: "custom", denied: []string{"nope"}, err: "denied_cidrs"},
+	} {
+		_, err := Compile(tc.mode, tc.domains, tc.allowed, tc.denied)
+		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("Compile(%q, %q, %q, %q) = %v, want error containing %q", tc.mode, tc.domains, tc.allowed, tc.denied, err, tc.err)
+		}
+	}
+}
+
+func TestPermits(t *testing.T) {
+	t.Parallel()
+	ip := netip.MustParseAddr
+	custom, err := Compile("custom", []string{"api.example.com", "*.svc.test"}, []string{"203.0.113.0/24"}, []string{"203.0.113.66/32", "10.0.0.0/8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onlyDenied, err := Compile("custom", nil, nil, []string{"10.0.0.0/8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		p    *Policy
+		host string
+		ip   netip.Addr
+		want bool
+	}{
+		{AllowAll, "anything", ip("10.1.2.3"), true},
+		{DenyAll, "anything", ip("203.0.113.5"), false},
+		{custom, "api.example.com", ip("198.51.100.1"), true},
+		{custom, "API.Example.COM.", ip("198.51.100.1"), true},
+		{custom, "example.com", ip("198.51.100.1"), false},
+		{custom, "x.api.example.com", ip("198.51.100.1"), false},
+		{custom, "a.svc.test", ip("198.51.100.1"), true},
+		{custom, "a.b.svc.test", ip("198.51.100.1"), true},
+		{custom, "svc.test", ip("198.51.100.1"), false},
+		{custom, "other.test", ip("203.0.113.5"), true},                // by address
+		{custom, "203.0.113.5", ip("203.0.113.5"), true},               // literal
+		{custom, "::ffff:203.0.113.5", ip("::ffff:203.0.113.5"), true}, // mapped
+		{custom, "api.example.com", ip("203.0.113.66"), false},         // denied wins over a domain
+		{custom, "api.example.com", ip("10.0.0.1"), false},
+		{custom, "other.test", ip("198.51.100.1"), false},
+		{onlyDenied, "anything", ip("198.51.100.1"), true},
+		{onlyDenied, "anything", ip("10.9.9.9"), false},
+	} {
+		if got := tc.p.Permits(tc.host, tc.ip); got != tc.want {
+			t.Errorf("%s.Permits(%q, %s) = %v, want %v", tc.p.Mode(), tc.host, tc.ip, got, tc.want)
+		}
+	}
+}
+
+func TestCompileHeaders(t *testing.T) {
+	t.Parallel()
+	rules, err := CompileHeaders(map[string]map[string]string{
+		"api.example.com": {"authorization": "Bearer exact"},
+		"*.example.com":   {"Authorization": "Bearer wild", "X-Team": "a"},
+		"*.com":           {"X-Team": "broad", "X-Other": "o"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := headersFor(rules, "API.example.com")
+	if h.Get("Authorization") != "Bearer exact" || h.Get("X-Team") != "a" || h.Get("X-Other") != "o" {
+		t.Errorf("headers for api.example.com = %v", h)
+	}
+	if h := headersFor(rules, "www.example.com"); h.Get("Authorization") != "Bearer wild" {
+		t.Errorf("headers for www.example.com = %v", h)
+	}
+	if h := headersFor(rules, "example.org"); h != nil {
+		t.Errorf("headers for example.org = %v", h)
+	}
+	for _, bad := range []map[string]map[string]string{
+		{"https://x.com": {"A": "b"}},
+		{"x.com": {"Bad Name": "v"}},
+		{"x.com": {"Host": "v"}},
+		{"x.com": {"A": "line\r\nInjected: topsecret"}},
+	} {
+		_, err := CompileHeaders(bad)
+		if err == nil {
+			t.Errorf("CompileHeaders(%q) succeeded", bad)
+		} else if strings.Contains(err.Error(), "topsecret") {
+			t.Errorf("error quotes a header value: %v", err)
+		}
+	}
+}
+
+func TestCA(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca, err := LoadCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, CAKeyFile))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v, %v", fi, err)
+	}
+	again, err := LoadCA(dir)
+	if err != nil || !again.Certificate().Equal(ca.Certificate()) {
+		t.Fatalf("second LoadCA: %v (same cert: %v)", err, err == nil && again.Certificate().Equal(ca.Certificate()))
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Certificate())
+	for _, host := range []string{"api.example.com", "127.0.0.1"} {
+		leaf, err := ca.leafFor(host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := leaf.Leaf.Verify(x509.VerifyOptions{DNSName: host, Roots: pool}); err != nil {
+			t.Errorf("leaf for %s: %v", host, err)
+		}
+		if c2, _ := ca.leafFor(host); c2 != leaf {
+			t.Errorf("leaf for %s not cached", host)
+		}
+	}
+	bundle := filepath.Join(dir, "bundle.crt")
+	if err := ca.WriteBundle(bundle); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(bundle)
+	if !strings.HasSuffix(string(b), string(ca.PEM())) {
+		t.Error("the bundle does not end with the CA")
+	}
+	// A half-present CA is an error, not a silent new one.
+	os.Remove(filepath.Join(dir, CACertFile))
+	if _, err := LoadCA(dir); err == nil {
+		t.Error("LoadCA with only the key succeeded")
+	}
+}
+
+// rig is a proxy for one box ("b1") on a loopback listener, with rules the
+// test changes, and a resolver that knows only the test's names.
+type rig struct {
+	t     *testing.T
+	p     *Proxy
+	ca    *CA
+	url   *url.URL
+	mu    sync.Mutex
+	rules *Rules
+	names map[string]string
+}
+
+func newRig(t *testing.T, roots *x509.CertPool) *rig {
+	t.Helper()
+	ca, err := LoadCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, ca: ca, rules: &Rules{Policy: AllowAll}, names: map[string]string{}}
+	r.p = New(Config{
+		CA:      ca,
+		RootCAs: roots,
+		Lookup: func(id string) (*Rules, error) {
+			if id != "b1" {
+				return nil, errors.New("no such box")
+			}
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			cp := *r.rules
+			return &cp, nil
+		},
+		Resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if a, ok := r.names[host]; ok {
+				return []netip.Addr{netip.MustParseAddr(a)}, nil
+			}
+			return nil, fmt.Errorf("test resolver: unknown host %s", host)
+		},
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.p.Serve("b1", ln); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.p.Close)
+	r.url = &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	return r
+}
+
+func (r *rig) set(p *Policy, headers map[string]map[string]string) {
+	r.t.Helper()
+	hr, err := CompileHeaders(headers)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.mu.Lock()
+	r.rules = &Rules{Policy: p, Headers: hr}
+	r.mu.Unlock()
+	r.p.Recheck("b1")
+}
+
+// client is what a program in the box would be: it uses the proxy and
+// trusts roots.
+func (r *rig) client(roots *x509.CertPool) *http.Client {
+	tr := &http.Transport{Proxy: http.ProxyURL(r.url), TLSClientConfig: &tls.Config{RootCAs: roots}, DisableKeepAlives: true}
+	r.t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
+}
+
+func get(t *testing.T, c *http.Client, u string) (int, string) {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestProxyPolicy(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		fmt.Fprint(w, "hello "+r.Host)
+	}))
+	defer up.Close()
+	_, port, _ := net.SplitHostPort(up.Listener.Addr().String())
+	r := newRig(t, nil)
+	r.names["allowed.test"] = "127.0.0.1"
+	r.names["denied.test"] = "127.0.0.1"
+	c := r.client(nil)
+
+	check := func(host string, wantOK bool) {
+		t.Helper()
+		before := hits.Load()
+		code, body := get(t, c, "http://"+host+":"+port+"/")
+		if wantOK && (code != 200 || !strings.HasPrefix(body, "hello ")) {
+			t.Errorf("GET %s = %d %q, want 200", host, code, body)
+		}
+		if !wantOK && (code != 403 || !strings.Contains(body, "network policy") || hits.Load() != before) {
+			t.Errorf("GET %s = %d %q (upstream hits %d→%d), want 403 and no request", host, code, body, before, hits.Load())
+		}
+	}
+	check("allowed.test", true)
+	check("127.0.0.1", true)
+
+	r.set(DenyAll, nil)
+	check("allowed.test", false)
+	check("127.0.0.1", false)
+
+	custom, _ := Compile("custom", []string{"allowed.test"}, nil, nil)
+	r.set(custom, nil)
+	check("allowed.test", true)
+	check("denied.test", false)
+	check("127.0.0.1", false)
+
+	byCIDR, _ := Compile("custom", nil, []string{"127.0.0.0/8"}, []string{"127.0.0.1/32"})
+	r.set(byCIDR, nil)
+	check("allowed.test", false) // resolves into the denied /32
+
+	// CONNECT is decided the same way.
+	r.set(custom, nil)
+	for host, want := range map[string]string{"allowed.test": "200", "denied.test": "403"} {
+		conn, err := net.Dial("tcp", r.url.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "CONNECT %s:%s HTTP/1.1\r\nHost: %s:%s\r\n\r\n", host, port, host, port)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil || !strings.HasPrefix(resp.Status, want) {
+			t.Errorf("CONNECT %s: %v %v, want %s", host, resp, err, want)
+		}
+		conn.Close()
+	}
+
+	// A request that is not a proxy request is refused.
+	code, _ := get(t, &http.Client{}, r.url.String()+"/")
+	if code != 400 {
+		t.Errorf("origin-form request = %d, want 400", code)
+	}
+}
+
+func TestProxyAttachHeaders(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "auth=%s team=%s host=%s", r.Header.Get("Authorization"), r.Header.Get("X-Team"), r.Host)
+	}))
+	up.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake below
+	up.StartTLS()
+	defer up.Close()
+	_, port, _ := net.SplitHostPort(up.Listener.Addr().String())
+	upRoots := x509.NewCertPool()
+	upRoots.AddCert(up.Certificate())
+	r := newRig(t, upRoots)
+	r.names["api.example.com"] = "127.0.0.1"
+	r.names["www.example.com"] = "127.0.0.1"
+	r.set(AllowAll, map[string]map[string]string{"api.example.com": {"Authorization": "Bearer s3cret", "X-Team": "core"}})
+
+	// The box trusts boxd's CA only: a matching host is intercepted.
+	boxRoots := x509.NewCertPool()
+	boxRoots.AddCert(r.ca.Certificate())
+	c := r.client(boxRoots)
+	req, _ := http.NewRequest("GET", "https://api.example.com:"+port+"/x", nil)
+	req.Header.Set("Authorization", "Bearer from-the-box")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := "auth=Bearer s3cret team=core host=api.example.com:" + port; string(b) != want {
+		t.Errorf("intercepted request reached upstream as %q, want %q", b, want)
+	}
+
+	// Another host is tunnelled untouched: the box sees the real
+	// certificate and the upstream no header.
+	code, body := get(t, r.client(upRoots), "https://www.example.com:"+port+"/")
+	if code != 200 || body != "auth= team= host=www.example.com:"+port {
+		t.Errorf("tunnelled request = %d %q", code, body)
+	}
+
+	// The policy still applies to intercepted hosts.
+	custom, _ := Compile("custom", []string{"other.test"}, nil, nil)
+	r.set(custom, map[string]map[string]string{"api.example.com": {"Authorization": "Bearer s3cret"}})
+	if code, body := get(t, c, "https://api.example.com:"+port+"/"); code != 0 || !strings.Contains(body, "Forbidden") {
+		t.Errorf("intercepted host under a policy that refuses it = %d %q", code, body)
+	}
+
+	// An upstream that boxd cannot verify is a 502, not a silent
+	// downgrade.
+	r2 := newRig(t, nil)
+	r2.names["api.example.com"] = "127.0.0.1"
+	r2.set(AllowAll, map[string]map[string]string{"api.example.com": {"Authorization": "Bearer s3cret"}})
+	roots2 := x509.NewCertPool()
+	roots2.AddCert(r2.ca.Certificate())
+	if code, body := get(t, r2.client(roots2), "https://api.example.com:"+port+"/"); code != 502 || strings.Contains(body, "s3cret") {
+		t.Errorf("unverifiable upstream = %d %q, want 502", code, body)
+	}
+}
+
+func TestRecheckClosesTunnels(t *testing.T) {
+	t.Parallel()
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c, err := echo.Accept()
+		if err != nil {
+			return
+		}
+		io.Copy(c, c)
+		c.Close()
+	}()
+	r := newRig(t, nil)
+	conn, err := net.Dial("tcp", r.url.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", echo.Addr(), echo.Addr())
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	fmt.Fprint(conn, "ping\n")
+	if line, err := br.ReadString('\n'); line != "ping\n" {
+		t.Fatalf("echo: %q %v", line, err)
+	}
+	// Still allowed: the tunnel stays.
+	stillOK, _ := Compile("custom", nil, []string{"127.0.0.0/8"}, nil)
+	r.set(stillOK, nil)
+	fmt.Fprint(conn, "pong\n")
+	if line, err := br.ReadString('\n'); line != "pong\n" {
+		t.Fatalf("echo after an update that still allows it: %q %v", line, err)
+	}
+	r.set(DenyAll, nil)
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := br.ReadString('\n'); !errors.Is(err, io.EOF) {
+		t.Errorf("read after deny-all = %v, want EOF (tunnel closed)", err)
+	}
+}
+
+func TestRelayHalfClose(t *testing.T) {
+	t.Parallel()
+	a1, a2 := tcpPair(t)
+	b1, b2 := tcpPair(t)
+	done := make(chan struct{})
+	go func() { Relay(a2, b1); close(done) }()
+	// a1 → (relay) → b2: the writer half-closes, the reader still answers.
+	fmt.Fprint(a1, "request")
+	a1.(*net.TCPConn).CloseWrite()
+	got, _ := io.ReadAll(b2)
+	fmt.Fprint(b2, "response to "+string(got))
+	b2.Close()
+	back, _ := io.ReadAll(a1)
+	if string(back) != "response to request" {
+		t.Errorf("got %q", back)
+	}
+	a1.Close()
+	<-done
+}
+
+func tcpPair(t *testing.T) (net.Conn, net.Conn) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c1, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c1.Close(); c2.Close() })
+	return c1, c2
+}

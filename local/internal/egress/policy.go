@@ -1,0 +1,222 @@
+// Package egress is boxd's outbound proxy. A box's network namespace has
+// only loopback; its programs reach everything else through an HTTP proxy
+// (absolute-URI requests and CONNECT) that boxd serves for that box on a
+// unix socket, and that the in-box agent relays from 127.0.0.1:3128. The
+// proxy applies the box's network policy to every connection it opens,
+// reading the policy afresh each time, and adds the box's attach_headers
+// to HTTPS requests for matching hosts by terminating TLS with a
+// certificate from boxd's own CA.
+package egress
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// Network policy modes, as on the wire.
+const (
+	ModeAllowAll = "allow-all"
+	ModeDenyAll  = "deny-all"
+	ModeCustom   = "custom"
+)
+
+// HostAlias is a name the proxy resolves to the host's loopback address,
+// so that a box can reach a service listening on 127.0.0.1 of the machine
+// boxd runs on (a test server, say) when its policy allows it.
+const HostAlias = "host.boxd.internal"
+
+// Policy is a compiled network policy.
+type Policy struct {
+	mode    string
+	domains []string // lower case, exact or "*.suffix"
+	allowed []netip.Prefix
+	denied  []netip.Prefix
+}
+
+// Mode returns the policy's mode.
+func (p *Policy) Mode() string { return p.mode }
+
+// AllowAll and DenyAll are the two policies without lists.
+var (
+	AllowAll = &Policy{mode: ModeAllowAll}
+	DenyAll  = &Policy{mode: ModeDenyAll}
+)
+
+// Compile checks a policy and prepares it for matching. The three lists
+// apply only to ModeCustom; with another mode they must be empty. A custom
+// policy needs at least one entry: with allowed_domains or allowed_cidrs
+// it allows only what they name, and with only denied_cidrs it allows
+// every destination outside them.
+func Compile(mode string, domains, allowedCIDRs, deniedCIDRs []string) (*Policy, error) {
+	switch mode {
+	case ModeAllowAll, ModeDenyAll:
+		if len(domains)+len(allowedCIDRs)+len(deniedCIDRs) > 0 {
+			return nil, fmt.Errorf("allowed_domains, allowed_cidrs and denied_cidrs apply only to mode custom, not %s", mode)
+		}
+		if mode == ModeAllowAll {
+			return AllowAll, nil
+		}
+		return DenyAll, nil
+	case ModeCustom:
+	case "":
+		return nil, errors.New("mode is required (allow-all, deny-all or custom)")
+	default:
+		return nil, fmt.Errorf("mode must be allow-all, deny-all or custom, not %q", mode)
+	}
+	if len(domains)+len(allowedCIDRs)+len(deniedCIDRs) == 0 {
+		return nil, errors.New("a custom policy needs allowed_domains, allowed_cidrs or denied_cidrs (use deny-all to refuse everything)")
+	}
+	p := &Policy{mode: ModeCustom}
+	for _, d := range domains {
+		n, err := NormalizePattern(d)
+		if err != nil {
+			return nil, fmt.Errorf("allowed_domains: %w", err)
+		}
+		p.domains = append(p.domains, n)
+	}
+	var err error
+	if p.allowed, err = parsePrefixes(allowedCIDRs); err != nil {
+		return nil, fmt.Errorf("allowed_cidrs: %w", err)
+	}
+	if p.denied, err = parsePrefixes(deniedCIDRs); err != nil {
+		return nil, fmt.Errorf("denied_cidrs: %w", err)
+	}
+	return p, nil
+}
+
+func parsePrefixes(in []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(in))
+	for _, s := range in {
+		s = strings.TrimSpace(s)
+		if p, err := netip.ParsePrefix(s); err == nil {
+			if p.Addr().Is4In6() {
+				p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+			}
+			out = append(out, p.Masked())
+			continue
+		}
+		// A single address stands for itself.
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a CIDR range such as 203.0.113.0/24 or an IP address", s)
+		}
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
+}
+
+// NormalizePattern checks a host pattern, an exact host name
+// ("api.example.com") or a wildcard for its subdomains ("*.example.com"),
+// and returns it in lower case without a trailing dot.
+func NormalizePattern(s string) (string, error) {
+	orig := s
+	s = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(s)), ".")
+	name, wild := strings.CutPrefix(s, "*.")
+	if _, err := netip.ParseAddr(name); err == nil {
+		return "", fmt.Errorf("%q is an IP address, not a domain (use a CIDR range)", orig)
+	}
+	if !validHostname(name) {
+		return "", fmt.Errorf("%q is not a host name or a *.domain pattern", orig)
+	}
+	if wild {
+		return "*." + name, nil
+	}
+	return name, nil
+}
+
+func validHostname(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// normalizeHost lower-cases a destination host and drops a trailing dot.
+func normalizeHost(h string) string { return strings.TrimSuffix(strings.ToLower(h), ".") }
+
+// MatchHost reports whether host matches pattern (as returned by
+// NormalizePattern): exactly, or for "*.example.com" as any subdomain of
+// example.com at any depth (but not example.com itself).
+func MatchHost(pattern, host string) bool {
+	host = normalizeHost(host)
+	if suffix, ok := strings.CutPrefix(pattern, "*."); ok {
+		return strings.HasSuffix(host, "."+suffix)
+	}
+	return host == pattern
+}
+
+// allowsName reports whether host is one of the policy's allowed domains.
+func (p *Policy) allowsName(host string) bool {
+	for _, d := range p.domains {
+		if MatchHost(d, host) {
+			return true
+		}
+	}
+	return false
+}
+
+// Permits reports whether the policy lets the box connect to ip, reached
+// under the name host (which may be the address itself).
+func (p *Policy) Permits(host string, ip netip.Addr) bool {
+	switch p.mode {
+	case ModeAllowAll:
+		return true
+	case ModeCustom:
+	default:
+		return false
+	}
+	ip = ip.Unmap()
+	for _, d := range p.denied {
+		if d.Contains(ip) {
+			return false
+		}
+	}
+	if len(p.domains) == 0 && len(p.allowed) == 0 {
+		return true
+	}
+	if p.allowsName(host) {
+		return true
+	}
+	for _, a := range p.allowed {
+		if a.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// mayResolve reports whether resolving host can lead anywhere: a deny-all
+// policy, or a custom one that can allow the name neither by domain nor by
+// address, refuses before any DNS lookup.
+func (p *Policy) mayResolve(host string) bool {
+	switch p.mode {
+	case ModeAllowAll:
+		return true
+	case ModeCustom:
+		return len(p.allowed) > 0 || len(p.domains) == 0 || p.allowsName(host)
+	}
+	return false
+}
+
+// DeniedError is returned when the policy refuses a destination.
+type DeniedError struct {
+	Host string
+	Mode string
+}
+
+func (e *DeniedError) Error() string {
+	return fmt.Sprintf("boxd egress: %s is not allowed by the box's network policy (%s)", e.Host, e.Mode)
+}

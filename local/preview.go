@@ -1,0 +1,482 @@
+package local
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/upstash/box-go/gen"
+	"github.com/upstash/box-go/local/internal/agent"
+	"github.com/upstash/box-go/local/internal/egress"
+	"github.com/upstash/box-go/local/internal/store"
+)
+
+func init() {
+	implement("CreatePreview", "ListPreviews", "DeletePreview")
+}
+
+// defaultPreviewDomain is the domain public URLs live under unless
+// Config.PublicURLBase says otherwise. Browsers and curl resolve every
+// name under .localhost to the loopback address.
+const defaultPreviewDomain = "preview.localhost"
+
+// previewUser is the user name of basic-auth public URLs.
+const previewUser = "user"
+
+// proxyPort is the port of the box's egress relay, which a public URL
+// cannot expose.
+var proxyPort = func() int {
+	_, p, _ := net.SplitHostPort(agent.ProxyAddr)
+	n, _ := strconv.Atoi(p)
+	return n
+}()
+
+// previews serves public URLs: requests whose Host is
+// {box-id}-{port}.{domain} are not API requests; they go, with the
+// preview's credentials checked, to the port inside the box. boxd reaches
+// the port through the box's agent, which connects to it on the box's own
+// loopback (the box's network namespace) and bridges the bytes, so two
+// boxes can both serve port 3000.
+type previews struct {
+	s        *Server
+	base     *url.URL // Config.PublicURLBase, or nil
+	domain   string
+	errorLog *log.Logger
+
+	// transport keeps idle bridged connections per box and port; its
+	// "hosts" are {box-id}:{port}.
+	transport *http.Transport
+
+	mu     sync.Mutex
+	conns  map[previewKey]map[*previewConn]struct{}
+	closed bool
+}
+
+type previewKey struct {
+	box  string
+	port int
+}
+
+func newPreviews(s *Server) (*previews, error) {
+	pv := &previews{s: s, domain: defaultPreviewDomain, conns: map[previewKey]map[*previewConn]struct{}{}}
+	pv.errorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)
+	if raw := s.cfg.PublicURLBase; raw != "" {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.User != nil {
+			return nil, fmt.Errorf("PublicURLBase %q must be an http or https URL with a host and nothing else, such as http://preview.localhost:8989", raw)
+		}
+		u.Host = strings.ToLower(u.Host)
+		pv.base = u
+		pv.domain = strings.TrimSuffix(u.Hostname(), ".")
+	}
+	pv.transport = &http.Transport{
+		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+			id, p, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, err
+			}
+			port, _ := strconv.Atoi(p)
+			return pv.dial(ctx, id, port)
+		},
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+	return pv, nil
+}
+
+// withPreviews serves public URL requests (by Host) and passes everything
+// else to api.
+func (s *Server) withPreviews(api http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id, port, ok := s.net.previews.target(r.Host); ok {
+			s.net.previews.serve(w, r, id, port)
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
+}
+
+// target parses a public URL's host, {box-id}-{port}.{domain}[:port],
+// case-insensitively.
+func (pv *previews) target(host string) (id string, port int, ok bool) {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	label, ok := strings.CutSuffix(host, "."+pv.domain)
+	if !ok || strings.Contains(label, ".") {
+		return "", 0, false
+	}
+	i := strings.LastIndexByte(label, '-')
+	if i <= 0 {
+		return "", 0, false
+	}
+	port, err := strconv.Atoi(label[i+1:])
+	if err != nil || port < 1 || port > 65535 || label[i+1] == '0' {
+		return "", 0, false
+	}
+	return label[:i], port, true
+}
+
+// url is the public URL of a box's port. Without Config.PublicURLBase it
+// names the port the API request came in on.
+func (pv *previews) url(ctx context.Context, id string, port int) string {
+	host := fmt.Sprintf("%s-%d", id, port)
+	if pv.base != nil {
+		return pv.base.Scheme + "://" + host + "." + pv.base.Host
+	}
+	host += "." + defaultPreviewDomain
+	if a, ok := ctx.Value(http.LocalAddrContextKey).(net.Addr); ok {
+		if _, p, err := net.SplitHostPort(a.String()); err == nil {
+			host += ":" + p
+		}
+	}
+	return "http://" + host
+}
+
+func (pv *previews) publicURL(ctx context.Context, p *store.Preview) gen.PublicURL {
+	u := gen.PublicURL{URL: pv.url(ctx, p.BoxID, p.Port), Port: p.Port}
+	if p.Token != "" {
+		u.Token = ptr(p.Token)
+	}
+	if p.Username != "" {
+		u.Username, u.Password = ptr(p.Username), ptr(p.Password)
+	}
+	return u
+}
+
+func secret() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// CreatePreview exposes a port. Asking again for a port that already has
+// a URL with the same kind of auth returns that URL unchanged, so that the
+// call can be retried; asking with another kind replaces the credentials
+// (the old ones stop working at once). bearer_token and basic_auth cannot
+// both be set.
+func (c *controlPlane) CreatePreview(ctx context.Context, req gen.CreatePreviewRequestObject) (gen.CreatePreviewResponseObject, error) {
+	if req.Body == nil {
+		return nil, errorf(http.StatusBadRequest, "request body is required")
+	}
+	port, bearer, basic := req.Body.Port, deref(req.Body.BearerToken), deref(req.Body.BasicAuth)
+	if port < 1 || port > 65535 {
+		return nil, errorf(http.StatusBadRequest, "port must be between 1 and 65535, got %d", port)
+	}
+	if port == proxyPort {
+		return nil, errorf(http.StatusBadRequest, "port %d is the box's egress proxy and cannot be exposed", port)
+	}
+	if bearer && basic {
+		return nil, errorf(http.StatusBadRequest, "bearer_token and basic_auth cannot both be set: choose one")
+	}
+	b, err := c.box(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	pv := c.s.net.previews
+	old, err := c.s.db.Preview(b.ID, port)
+	switch {
+	case err == nil && (old.Token != "") == bearer && (old.Username != "") == basic:
+		return gen.CreatePreview200JSONResponse(pv.publicURL(ctx, old)), nil
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return nil, err
+	}
+	p := &store.Preview{BoxID: b.ID, Port: port, CreatedAt: time.Now().Unix()}
+	switch {
+	case bearer:
+		p.Token = secret()
+	case basic:
+		p.Username, p.Password = previewUser, secret()
+	}
+	if err := c.s.db.PutPreview(p); err != nil {
+		return nil, err
+	}
+	if old != nil {
+		pv.closePort(b.ID, port)
+	}
+	c.s.logf(b.ID, "info", "system", fmt.Sprintf("port %d exposed on a public URL", port))
+	return gen.CreatePreview200JSONResponse(pv.publicURL(ctx, p)), nil
+}
+
+func (c *controlPlane) ListPreviews(ctx context.Context, req gen.ListPreviewsRequestObject) (gen.ListPreviewsResponseObject, error) {
+	b, err := c.box(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := c.s.db.Previews(b.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := gen.ListPreviews200JSONResponse{Previews: make([]gen.PublicURL, 0, len(ps))}
+	for _, p := range ps {
+		out.Previews = append(out.Previews, c.s.net.previews.publicURL(ctx, p))
+	}
+	return out, nil
+}
+
+// DeletePreview removes a public URL. It stops working at once: the
+// connections it carries, WebSockets included, are closed.
+func (c *controlPlane) DeletePreview(ctx context.Context, req gen.DeletePreviewRequestObject) (gen.DeletePreviewResponseObject, error) {
+	b, err := c.box(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.s.db.DeletePreview(b.ID, req.Port); errors.Is(err, store.ErrNotFound) {
+		return nil, errorf(http.StatusNotFound, "port %d of box %s has no public URL", req.Port, b.ID)
+	} else if err != nil {
+		return nil, err
+	}
+	c.s.net.previews.closePort(b.ID, req.Port)
+	c.s.logf(b.ID, "info", "system", fmt.Sprintf("public URL of port %d deleted", req.Port))
+	return gen.DeletePreview200JSONResponse(message("Preview deleted")), nil
+}
+
+// authorized checks a request against the preview's credentials, in
+// constant time.
+func authorized(p *store.Preview, r *http.Request) bool {
+	switch {
+	case p.Token != "":
+		h := r.Header.Get("Authorization")
+		if len(h) < 7 || !strings.EqualFold(h[:7], "Bearer ") {
+			return false
+		}
+		return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(h[7:])), []byte(p.Token)) == 1
+	case p.Username != "":
+		u, pw, ok := r.BasicAuth()
+		return ok && subtle.ConstantTimeCompare([]byte(u), []byte(p.Username))&subtle.ConstantTimeCompare([]byte(pw), []byte(p.Password)) == 1
+	}
+	return true
+}
+
+var errPreviewGone = errors.New("public URL deleted")
+
+// bridgeError is the agent's refusal to bridge (nothing listens on the
+// port, or the port cannot be exposed).
+type bridgeError struct {
+	status int
+	msg    string
+}
+
+func (e *bridgeError) Error() string { return e.msg }
+
+// serve proxies one public URL request (or WebSocket) into the box.
+func (pv *previews) serve(w http.ResponseWriter, r *http.Request, id string, port int) {
+	p, err := pv.s.db.Preview(id, port)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			writeError(w, http.StatusNotFound, fmt.Sprintf("no public URL for port %d of box %s", port, id))
+			return
+		}
+		pv.s.storeError(w, err)
+		return
+	}
+	if !authorized(p, r) {
+		if p.Token != "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="box public URL"`)
+		} else {
+			w.Header().Set("WWW-Authenticate", `Basic realm="box public URL", charset="UTF-8"`)
+		}
+		writeError(w, http.StatusUnauthorized, "unauthorized")
+		return
+	}
+	b, err := pv.s.db.Box(id)
+	if err != nil {
+		pv.s.storeError(w, err)
+		return
+	}
+	if _, err := pv.s.boxes.ensureRunning(r.Context(), b); err != nil {
+		switch {
+		case errors.Is(err, errBoxNotFound):
+			writeError(w, http.StatusNotFound, "box not found")
+		case r.Context().Err() != nil:
+		default:
+			writeError(w, http.StatusServiceUnavailable, err.Error())
+		}
+		return
+	}
+	withAuth := p.Token != "" || p.Username != ""
+	rp := &httputil.ReverseProxy{
+		Transport:  pv.transport,
+		BufferPool: &previewBufs,
+		ErrorLog:   pv.errorLog,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Host = net.JoinHostPort(id, strconv.Itoa(port))
+			pr.Out.Host = pr.In.Host
+			pr.SetXForwarded()
+			pr.Out.Header.Del("X-Box-Api-Key")
+			if withAuth {
+				// The credential is boxd's, not the app's.
+				pr.Out.Header.Del("Authorization")
+			}
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			var be *bridgeError
+			switch {
+			case r.Context().Err() != nil:
+			case errors.Is(err, errPreviewGone):
+				writeError(w, http.StatusNotFound, fmt.Sprintf("no public URL for port %d of box %s", port, id))
+			case errors.As(err, &be):
+				writeError(w, http.StatusBadGateway, be.msg)
+			default:
+				writeError(w, http.StatusBadGateway, fmt.Sprintf("port %d of box %s is unreachable: %v", port, id, err))
+			}
+		},
+	}
+	rp.ServeHTTP(w, r)
+}
+
+// previewBufs are the copy buffers of public URL responses.
+var previewBufs = bufPool{}
+
+type bufPool struct{ p sync.Pool }
+
+func (bp *bufPool) Get() []byte {
+	if b, ok := bp.p.Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, 64<<10)
+}
+
+func (bp *bufPool) Put(b []byte) { bp.p.Put(&b) }
+
+// dial opens a connection to port inside box id through its agent.
+func (pv *previews) dial(ctx context.Context, id string, port int) (net.Conn, error) {
+	// A public URL deleted since the request was routed must not open a
+	// new connection.
+	if _, err := pv.s.db.Preview(id, port); err != nil {
+		return nil, errPreviewGone
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", pv.s.layout(id).Socket())
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	_ = c.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+	defer stop()
+	if _, err := fmt.Fprintf(c, "GET %s?port=%d HTTP/1.1\r\nHost: box\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\n", agent.BridgePath, port, agent.BridgeProtocol); err != nil {
+		c.Close()
+		return nil, err
+	}
+	br := bufio.NewReaderSize(c, 4096)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		var e gen.ErrorResponse
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		resp.Body.Close()
+		c.Close()
+		if json.Unmarshal(body, &e) != nil || e.Error == "" {
+			e.Error = fmt.Sprintf("the box's agent answered %s", resp.Status)
+		}
+		return nil, &bridgeError{status: resp.StatusCode, msg: e.Error}
+	}
+	if !stop() {
+		c.Close()
+		return nil, ctx.Err()
+	}
+	_ = c.SetDeadline(time.Time{})
+	return pv.track(previewKey{id, port}, egress.WithBuffered(c, br))
+}
+
+// previewConn is a bridged connection to a box's port.
+type previewConn struct {
+	net.Conn
+	pv   *previews
+	key  previewKey
+	once sync.Once
+}
+
+func (c *previewConn) Close() error {
+	c.once.Do(func() {
+		c.pv.mu.Lock()
+		if m := c.pv.conns[c.key]; m != nil {
+			delete(m, c)
+			if len(m) == 0 {
+				delete(c.pv.conns, c.key)
+			}
+		}
+		c.pv.mu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+func (c *previewConn) CloseWrite() error { return egress.CloseWrite(c.Conn) }
+
+func (pv *previews) track(k previewKey, c net.Conn) (net.Conn, error) {
+	pc := &previewConn{Conn: c, pv: pv, key: k}
+	pv.mu.Lock()
+	defer pv.mu.Unlock()
+	if pv.closed {
+		c.Close()
+		return nil, errClosing
+	}
+	m := pv.conns[k]
+	if m == nil {
+		m = map[*previewConn]struct{}{}
+		pv.conns[k] = m
+	}
+	m[pc] = struct{}{}
+	return pc, nil
+}
+
+// closeWhere closes the tracked connections whose key passes match.
+func (pv *previews) closeWhere(match func(previewKey) bool) {
+	pv.mu.Lock()
+	var cs []*previewConn
+	for k, m := range pv.conns {
+		if match(k) {
+			for c := range m {
+				cs = append(cs, c)
+			}
+		}
+	}
+	pv.mu.Unlock()
+	for _, c := range cs {
+		c.Close()
+	}
+}
+
+// closePort closes every connection of a box port's public URL.
+func (pv *previews) closePort(id string, port int) {
+	pv.closeWhere(func(k previewKey) bool { return k == previewKey{id, port} })
+}
+
+// closeBox closes every public URL connection of a box.
+func (pv *previews) closeBox(id string) {
+	pv.closeWhere(func(k previewKey) bool { return k.box == id })
+}
+
+func (pv *previews) close() {
+	pv.mu.Lock()
+	pv.closed = true
+	pv.mu.Unlock()
+	pv.closeWhere(func(previewKey) bool { return true })
+	pv.transport.CloseIdleConnections()
+}

@@ -1,0 +1,116 @@
+package local
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestParseCron(t *testing.T) {
+	now := time.Date(2030, 1, 1, 10, 17, 42, 0, time.UTC)
+	for _, tc := range []struct {
+		expr string
+		next time.Time
+	}{
+		{"* * * * *", time.Date(2030, 1, 1, 10, 18, 0, 0, time.UTC)},
+		{"*/5 * * * *", time.Date(2030, 1, 1, 10, 20, 0, 0, time.UTC)},
+		{"0 9 * * MON-FRI", time.Date(2030, 1, 2, 9, 0, 0, 0, time.UTC)}, // 1 Jan 2030 is a Tuesday
+		{"@hourly", time.Date(2030, 1, 1, 11, 0, 0, 0, time.UTC)},
+		{" @daily ", time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC)},
+		{"0 0 29 2 *", time.Date(2032, 2, 29, 0, 0, 0, 0, time.UTC)},
+	} {
+		c, err := parseCron(tc.expr, now)
+		if err != nil {
+			t.Errorf("%q: %v", tc.expr, err)
+			continue
+		}
+		// A time in another zone gives the same UTC activation.
+		if got := c.Next(now.In(time.FixedZone("X", 5*3600))); !got.Equal(tc.next) {
+			t.Errorf("%q: next %v, want %v", tc.expr, got, tc.next)
+		}
+	}
+	for _, expr := range []string{"", "* * * *", "TZ=UTC * * * * *", "CRON_TZ=UTC * * * * *", "TZ=UTC", "@every 1m", "0 0 31 4 *", "@reboot"} {
+		if _, err := parseCron(expr, now); err == nil || statusOf(err) != http.StatusBadRequest {
+			t.Errorf("%q: %v; want a 400", expr, err)
+		}
+	}
+}
+
+func TestLastBytes(t *testing.T) {
+	l := &lastBytes{max: 4}
+	_, _ = l.Write([]byte("ab"))
+	if l.String() != "ab" {
+		t.Errorf("short = %q", l.String())
+	}
+	_, _ = l.Write([]byte("cdef"))
+	if got := l.String(); !strings.HasSuffix(got, "\ncdef") || !strings.HasPrefix(got, "[output cut") {
+		t.Errorf("cut = %q", got)
+	}
+}
+
+// manualClock is a clock whose timers fire only when the test says so.
+type manualClock struct {
+	mu     sync.Mutex
+	timers int
+}
+
+func (c *manualClock) Now() time.Time { return time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) }
+
+func (c *manualClock) AfterFunc(d time.Duration, f func()) func() bool {
+	c.mu.Lock()
+	c.timers++
+	c.mu.Unlock()
+	return func() bool { return true }
+}
+
+// TestDeleteBoxDeletesSchedules checks that deleting a box removes its
+// schedule records and timers.
+func TestDeleteBoxDeletesSchedules(t *testing.T) {
+	iso := IsolationBwrap
+	if CheckIsolation() != nil {
+		iso = IsolationNone
+	}
+	s, err := New(Config{DataDir: t.TempDir(), APIKey: "k", Isolation: iso, Clock: &manualClock{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	do := func(method, path, body string) map[string]any {
+		t.Helper()
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		req.Header.Set("X-Box-Api-Key", "k")
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			t.Fatalf("%s %s: %d %s", method, path, w.Code, w.Body)
+		}
+		var m map[string]any
+		_ = json.Unmarshal(w.Body.Bytes(), &m)
+		return m
+	}
+	keep, _ := do("POST", "/v2/box", `{}`)["id"].(string)
+	gone, _ := do("POST", "/v2/box", `{}`)["id"].(string)
+	sched := `{"type": "exec", "cron": "* * * * *", "command": ["true"], "folder": "/workspace/home"}`
+	do("POST", "/v2/box/"+keep+"/schedules", sched)
+	do("POST", "/v2/box/"+gone+"/schedules", sched)
+	do("POST", "/v2/box/"+gone+"/schedules", sched)
+	do("DELETE", "/v2/box/"+gone, "")
+
+	all, err := s.db.AllSchedules()
+	if err != nil || len(all) != 1 || all[0].BoxID != keep {
+		t.Errorf("schedules after the delete: %v, %v", all, err)
+	}
+	s.schedules.mu.Lock()
+	armed := len(s.schedules.armed)
+	s.schedules.mu.Unlock()
+	if armed != 1 {
+		t.Errorf("%d schedules armed after the delete, want 1", armed)
+	}
+}

@@ -1,0 +1,454 @@
+package local
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/upstash/box-go/gen"
+	"github.com/upstash/box-go/local/internal/archive"
+	"github.com/upstash/box-go/local/internal/sandbox"
+	"github.com/upstash/box-go/local/internal/store"
+)
+
+// Snapshots on boxd.
+//
+// A snapshot is a zstd-compressed tar archive of a box's /workspace and
+// /home/boxuser, in <data>/snapshots/<id>.tar.zst, with a record in the
+// store; size_bytes is the archive's size. /tmp is left out on purpose: it
+// is scratch space, and a restored box starts with an empty one, as after
+// a reboot. Processes are not part of a snapshot either.
+//
+// A running box is frozen (every process stopped, as by pause) while its
+// files are read, so the archive is one consistent moment of the box, and
+// is thawed afterwards; a box the user paused stays paused. While a
+// snapshot is being taken nothing starts, resumes or pauses the box:
+// exec, files and other calls wait until it is done.
+//
+// boxd takes a snapshot within the POST request and answers "ready" (or an
+// error); it never answers "creating", which clients only need to handle
+// for the cloud. Snapshots belong to the account: they outlive their box.
+//
+// POST /v2/box/from-snapshot creates a new box, with the same body and
+// validation as POST /v2/box, and unpacks the archive into its directories
+// before anything runs in it. Files keep their modes and modification
+// times; symbolic links stay links; everything belongs to the box user.
+
+func init() {
+	implement("CreateSnapshot", "ListSnapshots", "DeleteSnapshot", "DeleteSnapshots", "CreateBoxFromSnapshot")
+}
+
+// maxSnapshotName bounds a snapshot's name.
+const maxSnapshotName = 256
+
+// snapshotLimits bound what one snapshot may hold. Restores are bounded
+// more tightly, by what the snapshot's record says it holds.
+var snapshotLimits = archive.Limits{Entries: 10 << 20, Bytes: 100 << 30}
+
+// snapshotTops are the directories of a box's layout that snapshots hold,
+// relative to its root: those mounted at /workspace and /home/boxuser.
+func snapshotTops(l sandbox.Layout) []string {
+	return []string{filepath.Base(l.Workspace()), filepath.Base(l.UserHome())}
+}
+
+func (s *Server) snapshotDir() string { return filepath.Join(s.cfg.DataDir, "snapshots") }
+
+func (s *Server) snapshotPath(id string) string {
+	return filepath.Join(s.snapshotDir(), id+".tar.zst")
+}
+
+func snapshotData(sn *store.Snapshot) gen.Snapshot {
+	return gen.Snapshot{ID: sn.ID, Name: sn.Name, BoxID: sn.BoxID, SizeBytes: sn.SizeBytes, Status: gen.SnapshotStatus(sn.Status), CreatedAt: sn.CreatedAt}
+}
+
+func (c *controlPlane) CreateSnapshot(ctx context.Context, req gen.CreateSnapshotRequestObject) (gen.CreateSnapshotResponseObject, error) {
+	b, err := c.box(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	var name string
+	if req.Body != nil {
+		name = req.Body.Name
+	}
+	switch {
+	case strings.TrimSpace(name) == "":
+		return nil, errorf(http.StatusBadRequest, "name is required")
+	case len(name) > maxSnapshotName:
+		return nil, errorf(http.StatusBadRequest, "name is longer than %d bytes", maxSnapshotName)
+	}
+	sn, err := c.s.takeSnapshot(ctx, b, name)
+	if err != nil {
+		return nil, err
+	}
+	return gen.CreateSnapshot200JSONResponse(snapshotData(sn)), nil
+}
+
+// takeSnapshot archives box b and records the snapshot. The archive is
+// written next to the box's files (so that an interrupted one goes with
+// the box) and moved into the snapshot directory once it is complete.
+func (s *Server) takeSnapshot(ctx context.Context, b *store.Box, name string) (*store.Snapshot, error) {
+	start := time.Now()
+	l := s.layout(b.ID)
+	if err := os.MkdirAll(s.snapshotDir(), 0o700); err != nil {
+		return nil, err
+	}
+	tmp, err := os.CreateTemp(l.Root, ".snapshot-*.tmp")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, errorf(http.StatusNotFound, "box not found")
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp.Name()) // a no-op once renamed
+
+	release, err := s.boxes.hold(ctx, b.ID)
+	if err != nil {
+		tmp.Close()
+		if errors.Is(err, errBoxNotFound) {
+			return nil, errorf(http.StatusNotFound, "box not found")
+		}
+		return nil, err
+	}
+	w := bufio.NewWriterSize(tmp, 1<<20)
+	st, err := archive.Write(ctx, w, l.Root, snapshotTops(l), snapshotLimits)
+	if err == nil {
+		err = w.Flush()
+	}
+	release()
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		if _, gone := s.db.Box(b.ID); errors.Is(gone, store.ErrNotFound) {
+			return nil, errorf(http.StatusNotFound, "box not found")
+		}
+		if errors.Is(err, archive.ErrTooLarge) {
+			return nil, errorf(http.StatusRequestEntityTooLarge, "box is too large to snapshot: %v", err)
+		}
+		return nil, fmt.Errorf("snapshot of %s: %w", b.ID, err)
+	}
+
+	now := time.Now()
+	sn := &store.Snapshot{
+		ID: newID("snap-"), Name: name, BoxID: b.ID, Status: "ready", CreatedAt: now.Unix(), Seq: now.UnixNano(),
+		Format: archive.Format, Entries: st.Entries, ContentBytes: st.Bytes,
+	}
+	path := s.snapshotPath(sn.ID)
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return nil, err
+	}
+	fi, err := os.Stat(path)
+	if err == nil {
+		sn.SizeBytes = fi.Size()
+		err = syncDir(s.snapshotDir())
+	}
+	if err == nil {
+		err = s.db.PutSnapshot(sn)
+	}
+	if err != nil {
+		os.Remove(path)
+		return nil, err
+	}
+	s.logf(b.ID, "info", "system", fmt.Sprintf("snapshot %s taken: %d files and directories, %d bytes in %d archived, in %s",
+		sn.ID, st.Entries, st.Bytes, sn.SizeBytes, time.Since(start).Round(time.Millisecond)))
+	return sn, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// hold keeps box id still while a snapshot reads its files: a running
+// sandbox is frozen (unless the user paused it), and until release is
+// called nothing starts, resumes or pauses the box. A start in progress is
+// waited for first.
+func (m *boxes) hold(ctx context.Context, id string) (release func(), err error) {
+	r := m.runtime(id)
+	for {
+		if err := r.lockUnheld(ctx); err != nil {
+			return nil, err
+		}
+		if r.deleted {
+			r.mu.Unlock()
+			return nil, errBoxNotFound
+		}
+		if r.starting == nil {
+			break
+		}
+		ch := r.starting
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	defer r.mu.Unlock()
+	held := make(chan struct{})
+	sb := r.sb
+	if sb != nil {
+		select {
+		case <-sb.Done():
+			sb = nil
+		default:
+		}
+	}
+	froze := false
+	if sb != nil && !sb.Paused() {
+		if err := sb.Pause(); err != nil {
+			return nil, fmt.Errorf("freeze box for a snapshot: %w", err)
+		}
+		froze = true
+	}
+	r.held = held
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if froze {
+			// After a delete or a shutdown the sandbox is gone and this
+			// does nothing.
+			if err := sb.Resume(); err != nil {
+				m.srv.log.Error("cannot thaw box after a snapshot", "box", id, "err", err)
+			}
+		}
+		r.held = nil
+		close(held)
+	}, nil
+}
+
+func (c *controlPlane) ListSnapshots(ctx context.Context, req gen.ListSnapshotsRequestObject) (gen.ListSnapshotsResponseObject, error) {
+	b, err := c.box(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	list, err := c.s.db.Snapshots(b.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := gen.ListSnapshots200JSONResponse{Snapshots: make([]gen.Snapshot, len(list))}
+	for i, sn := range list {
+		out.Snapshots[i] = snapshotData(sn)
+	}
+	return out, nil
+}
+
+func (c *controlPlane) DeleteSnapshot(ctx context.Context, req gen.DeleteSnapshotRequestObject) (gen.DeleteSnapshotResponseObject, error) {
+	b, err := c.box(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	sn, err := c.s.db.Snapshot(req.SnapshotID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && sn.BoxID != b.ID) {
+		return nil, errorf(http.StatusNotFound, "snapshot not found")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := c.s.deleteSnapshot(sn.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	return gen.DeleteSnapshot200JSONResponse(message("Snapshot deleted")), nil
+}
+
+// deleteSnapshot removes a snapshot's record, then its archive: a failure
+// in between leaves a stray file, never a record without its archive.
+func (s *Server) deleteSnapshot(id string) error {
+	if err := s.db.DeleteSnapshot(id); err != nil {
+		return err
+	}
+	if err := os.Remove(s.snapshotPath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Warn("cannot remove snapshot archive", "snapshot", id, "err", err)
+	}
+	return nil
+}
+
+// DeleteSnapshots deletes snapshots account-wide. A body without "ids"
+// (the 0.5.5 SDK's delete-all) or the query all=true deletes every
+// snapshot; an "ids" list that is empty or holds a blank id is refused,
+// never read as "all". Unknown ids are skipped (a retried request must not
+// fail), and "deleted" counts what was removed.
+func (c *controlPlane) DeleteSnapshots(ctx context.Context, req gen.DeleteSnapshotsRequestObject) (gen.DeleteSnapshotsResponseObject, error) {
+	var ids *[]string
+	if req.Body != nil {
+		ids = req.Body.IDs
+	}
+	all := req.Params.All
+	switch {
+	case ids != nil && all != nil && *all:
+		return nil, errorf(http.StatusBadRequest, "give either ids or all=true, not both")
+	case ids == nil && all != nil && !*all:
+		return nil, errorf(http.StatusBadRequest, "ids is required unless all=true")
+	case ids != nil && len(*ids) == 0:
+		return nil, errorf(http.StatusBadRequest, "ids must contain at least one non-empty id")
+	}
+	var targets []string
+	if ids == nil {
+		list, err := c.s.db.Snapshots("")
+		if err != nil {
+			return nil, err
+		}
+		for _, sn := range list {
+			targets = append(targets, sn.ID)
+		}
+	} else {
+		for _, id := range *ids {
+			if strings.TrimSpace(id) == "" {
+				return nil, errorf(http.StatusBadRequest, "ids must contain at least one non-empty id, and no blank ones")
+			}
+		}
+		targets = *ids
+	}
+	var n int64
+	for _, id := range targets {
+		switch err := c.s.deleteSnapshot(id); {
+		case err == nil:
+			n++
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, err
+		}
+	}
+	return gen.DeleteSnapshots200JSONResponse{Deleted: n}, nil
+}
+
+// refuseNullIDs answers 400 to DELETE /v2/box/snapshots with "ids": null.
+// The generated decoder reads null as a missing key, which means "delete
+// every snapshot"; a client that serialises an empty list as null (a nil
+// Go slice does) must not get that. It reports whether to go on; the body
+// is left readable.
+func refuseNullIDs(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodDelete || r.URL.Path != "/v2/box/snapshots" || r.Body == nil {
+		return true
+	}
+	raw, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(raw))
+	if errors.As(err, new(*http.MaxBytesError)) {
+		writeError(w, http.StatusRequestEntityTooLarge, err.Error())
+		return false
+	}
+	if err != nil {
+		return true // the decoder answers the truncated body
+	}
+	var body map[string]json.RawMessage
+	if json.Unmarshal(raw, &body) == nil {
+		if v, ok := body["ids"]; ok && bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			writeError(w, http.StatusBadRequest, "ids must be a list of snapshot ids; leave it out (or use all=true) to delete every snapshot")
+			return false
+		}
+	}
+	return true
+}
+
+func (c *controlPlane) CreateBoxFromSnapshot(ctx context.Context, req gen.CreateBoxFromSnapshotRequestObject) (gen.CreateBoxFromSnapshotResponseObject, error) {
+	if req.Body == nil || strings.TrimSpace(req.Body.SnapshotID) == "" {
+		return nil, errorf(http.StatusBadRequest, "snapshot_id is required")
+	}
+	body, err := createRequestOf(req.Body)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateCreate(body); err != nil {
+		return nil, err
+	}
+	sn, err := c.s.db.Snapshot(req.Body.SnapshotID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errorf(http.StatusNotFound, "snapshot not found")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if sn.Status != "ready" {
+		return nil, errorf(http.StatusConflict, "snapshot %s is %s, not ready", sn.ID, sn.Status)
+	}
+	if body.Name != nil {
+		// Checked again, atomically, when the box is stored; this spares
+		// unpacking a whole snapshot for nothing.
+		if _, err := c.s.db.Box(*body.Name); err == nil {
+			return nil, errorf(http.StatusConflict, "a box named %q already exists", *body.Name)
+		}
+	}
+	b, err := c.create(body, func(b *store.Box) error { return c.s.restoreSnapshot(ctx, sn, b) })
+	if err != nil {
+		return nil, err
+	}
+	c.s.logf(b.ID, "info", "system", "box restored from snapshot "+sn.ID)
+	return gen.CreateBoxFromSnapshot200JSONResponse(boxData(b)), nil
+}
+
+// createRequestOf is the box-creation part of a from-snapshot body. The
+// two bodies have the same fields but snapshot_id, so every field of one
+// is carried over to the other by their shared JSON form.
+func createRequestOf(r *gen.CreateBoxFromSnapshotRequest) (*gen.CreateBoxRequest, error) {
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	var body gen.CreateBoxRequest
+	if err := json.Unmarshal(raw, &body); err != nil {
+		return nil, err
+	}
+	return &body, nil
+}
+
+// restoreSnapshot unpacks snapshot sn into the directories of box b,
+// which exist but hold nothing yet and run nothing.
+func (s *Server) restoreSnapshot(ctx context.Context, sn *store.Snapshot, b *store.Box) error {
+	if sn.Format != archive.Format {
+		return fmt.Errorf("snapshot %s has an unknown format %q", sn.ID, sn.Format)
+	}
+	f, err := os.Open(s.snapshotPath(sn.ID))
+	if errors.Is(err, fs.ErrNotExist) {
+		// Deleted between the lookup and now.
+		return errorf(http.StatusNotFound, "snapshot not found")
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	l := s.layout(b.ID)
+	owner, err := boxOwner(l)
+	if err != nil {
+		return err
+	}
+	lim := archive.Limits{Entries: sn.Entries, Bytes: sn.ContentBytes}
+	if _, err := archive.Extract(ctx, bufio.NewReaderSize(f, 1<<20), l.Root, snapshotTops(l), owner, lim); err != nil {
+		return fmt.Errorf("restore snapshot %s: %w", sn.ID, err)
+	}
+	return nil
+}
+
+// boxOwner is who a box's files belong to: the owner of its prepared
+// workspace (the box user when boxd runs as root), or nil when boxd cannot
+// give files away and they stay its own.
+func boxOwner(l sandbox.Layout) (*archive.Owner, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	fi, err := os.Lstat(l.Workspace())
+	if err != nil {
+		return nil, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil, nil
+	}
+	return &archive.Owner{UID: int(st.Uid), GID: int(st.Gid)}, nil
+}
