@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"strings"
@@ -406,9 +407,14 @@ func TestSessionDisconnectKills(t *testing.T) {
 	out := collect(shell.Stdout)
 	io.WriteString(shell.Stdin, "echo go-$((1+1)); sleep 4322\n")
 	out.waitFor(t, "go-2")
-	r := mustRun(t, b, "pgrep -f '[s]leep 432[12]' | wc -l")
-	if strings.TrimSpace(r.Stdout) != "2" {
-		t.Fatalf("before the cut, %s sleeps run", strings.TrimSpace(r.Stdout))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		r := mustRun(t, b, "pgrep -f '[s]leep 432[12]' | wc -l")
+		if strings.TrimSpace(r.Stdout) == "2" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("before the cut, %s sleeps run, want 2", strings.TrimSpace(r.Stdout))
+		}
 	}
 
 	rec.cutAll()
@@ -532,9 +538,9 @@ func TestSessionBadInput(t *testing.T) {
 
 	// Wrong key: 401 at the handshake. The client's own transport sends
 	// the handshake, so this one can change the key of that request only.
-	wk := wrongSessionKey{next: &http.Transport{}}
+	wk := &wrongSessionKey{next: &http.Transport{}}
 	defer wk.next.CloseIdleConnections()
-	c, err := srv.Client().Clone(box.WithHTTPClient(&http.Client{Transport: wk}), box.WithMaxRetries(0))
+	c, err := srv.Client().Clone(box.WithHTTPClient(&http.Client{Transport: wk}), box.WithMaxRetries(0), box.WithTelemetry(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -545,6 +551,10 @@ func TestSessionBadInput(t *testing.T) {
 	_, err = wb.Exec.Session(ctx, &box.SessionParams{Cmd: "true"})
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized || apiErr.Message != "unauthorized" {
 		t.Errorf("Session with a wrong key = %v, want a 401 *box.Error", err)
+	}
+	// What the SDK put on the handshake before the test changed the key.
+	if h := wk.sent; h.Get("X-Box-Api-Key") != srv.APIKey() || !strings.HasPrefix(h.Get("Upstash-Telemetry-Sdk"), "box-go@") || h.Get("Upgrade") != "websocket" {
+		t.Errorf("handshake headers = %v", h)
 	}
 
 	// Frames a client of this package cannot send, sent raw.
@@ -606,13 +616,52 @@ func TestSessionBadInput(t *testing.T) {
 }
 
 // wrongSessionKey sends exec-session handshakes with a wrong API key and
-// every other request unchanged.
-type wrongSessionKey struct{ next *http.Transport }
+// every other request unchanged. It keeps the handshake's headers as the
+// SDK sent them.
+type wrongSessionKey struct {
+	next *http.Transport
+	sent http.Header
+}
 
-func (w wrongSessionKey) RoundTrip(r *http.Request) (*http.Response, error) {
+func (w *wrongSessionKey) RoundTrip(r *http.Request) (*http.Response, error) {
 	if strings.HasSuffix(r.URL.Path, "/exec-session") {
+		w.sent = r.Header.Clone()
 		r = r.Clone(r.Context())
 		r.Header.Set("X-Box-Api-Key", "wrong")
 	}
 	return w.next.RoundTrip(r)
+}
+
+func ExampleExec_Session() {
+	client, done := exampleClient()
+	defer done()
+	ctx := context.Background()
+
+	b, err := client.Create(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Delete(ctx)
+
+	s, err := b.Exec.Session(ctx, &box.SessionParams{Cmd: "sort"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	io.WriteString(s.Stdin, "banana\napple\n")
+	s.Stdin.Close() // end of input: sort prints and exits
+	out, err := io.ReadAll(s.Stdout)
+	if err != nil {
+		log.Fatal(err)
+	}
+	code, err := s.Wait(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Print(string(out))
+	fmt.Println("exit", code)
+	// Output:
+	// apple
+	// banana
+	// exit 0
 }

@@ -67,21 +67,20 @@ type Frame struct {
 	Message string `json:"message,omitempty"`
 }
 
-// Signals lists the signal names a session accepts, as they are sent on
-// the wire.
-var Signals = []string{"TERM", "KILL", "INT", "HUP", "TSTP", "QUIT", "USR1", "USR2"}
+// signals are the signal names a session accepts, as they are sent.
+var signals = []string{"TERM", "KILL", "INT", "HUP", "TSTP", "QUIT", "USR1", "USR2"}
 
 // NormalizeSignal returns the wire name of sig: upper-cased, without a
 // "SIG" prefix ("sigint" and "SIGINT" become "INT"). It fails for a signal
-// that is not in [Signals].
+// other than TERM, KILL, INT, HUP, TSTP, QUIT, USR1 and USR2.
 func NormalizeSignal(sig string) (string, error) {
 	s := strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(sig)), "SIG")
-	for _, ok := range Signals {
+	for _, ok := range signals {
 		if s == ok {
 			return s, nil
 		}
 	}
-	return "", fmt.Errorf("session: unsupported signal %q (want one of %s)", sig, strings.Join(Signals, " "))
+	return "", fmt.Errorf("session: unsupported signal %q (want one of %s)", sig, strings.Join(signals, " "))
 }
 
 // Data frames carry nearly all of a session's bytes, so they are encoded

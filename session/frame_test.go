@@ -78,7 +78,7 @@ func TestFrameCodec(t *testing.T) {
 	grace := int64(1500)
 	for _, f := range []*Frame{
 		{Type: TypeStdout, Data: []byte("hello\x00\xff")},
-		{Type: TypeStderr, Data: bytes.Repeat([]byte{7}, 100_000)},
+		{Type: TypeStderr, Data: bytes.Repeat([]byte{7}, 10_000)},
 		{Type: TypeStdin, Data: []byte("x")},
 		{Type: TypeStart, Argv: []string{"a", "b c"}, Cwd: "/w", Env: []string{"A=1"}, TTY: true, Rows: 2, Cols: 3},
 		{Type: TypeExit, Code: &code},

@@ -54,8 +54,9 @@ type Process interface {
 	Stdin() io.WriteCloser
 	// Resize sets the terminal size; it is called only for TTY sessions.
 	Resize(rows, cols int) error
-	// Signal sends a signal, by its wire name (see [Signals]), to the
-	// process group.
+	// Signal sends a signal, by its wire name (TERM, KILL, INT, HUP,
+	// TSTP, QUIT, USR1 or USR2, see [NormalizeSignal]), to the process
+	// group.
 	Signal(sig string) error
 	// Wait waits for the process to exit and returns its exit code
 	// (128+n when killed by signal n).
@@ -79,6 +80,12 @@ type Process interface {
 // session ends and the process is killed: clients treat an error frame as
 // the end of a session. Frames of unknown types are ignored. When the
 // connection drops, the process is killed.
+//
+// Standard input is written by a goroutine of its own through a short
+// queue, so that a process that does not read its input does not hold up
+// signals and resizes (which may therefore overtake input sent before
+// them); once the queue is full, the connection is not read until the
+// process reads.
 type Handler struct {
 	// Start starts the process a valid start frame asks for (Cwd is
 	// absolute; TTY sessions have a size). Its error text is sent to

@@ -1,0 +1,163 @@
+// Command shell opens an interactive shell in a box, over a live exec
+// session (a WebSocket): your terminal becomes the box's terminal.
+//
+//	go run ./examples/shell                # a new box, deleted on exit
+//	go run ./examples/shell -box <id>      # an existing box, kept
+//	echo 'uname -a; pwd' | go run ./examples/shell
+//
+// When standard input is a terminal, it is put in raw mode and the box's
+// shell gets a PTY of the same size, kept in step when the window is
+// resized: keys go to the box as typed, so Ctrl-C interrupts the program
+// running in the box (not this one) and Ctrl-D at the prompt ends the
+// shell. Otherwise (a pipe or a file) the shell reads its commands from
+// standard input without a terminal, and an interrupt (Ctrl-C, SIGINT) is
+// passed on to the box as SIGINT. SIGTERM or SIGHUP hang up.
+//
+// The exit status is the shell's. It uses the Upstash Box cloud when
+// UPSTASH_BOX_API_KEY is set, and an embedded local backend (boxd)
+// otherwise. Status lines go to standard error, so that standard output
+// carries only what the box writes.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/term"
+
+	"github.com/upstash/box-go/box"
+	"github.com/upstash/box-go/examples/internal/backend"
+	"github.com/upstash/box-go/session"
+)
+
+func main() {
+	boxID := flag.String("box", "", "id or name of an existing box (default: create one and delete it on exit)")
+	flag.Parse()
+	log.SetFlags(0)
+	log.SetPrefix("shell: ")
+	code, err := run(*boxID)
+	if err != nil {
+		log.Print(err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func run(boxID string) (int, error) {
+	ctx := context.Background()
+
+	// backend.Connect reports on standard output; keep that free for
+	// the box.
+	stdout := os.Stdout
+	os.Stdout = os.Stderr
+	client, release, err := backend.Connect(ctx)
+	os.Stdout = stdout
+	if err != nil {
+		return 1, err
+	}
+	defer release()
+
+	var b *box.Box
+	if boxID != "" {
+		if b, err = client.Get(ctx, boxID, nil); err != nil {
+			return 1, err
+		}
+	} else {
+		if b, err = client.Create(ctx, nil); err != nil {
+			return 1, fmt.Errorf("create: %w", err)
+		}
+		defer func() {
+			if err := b.Delete(context.WithoutCancel(ctx)); err != nil {
+				log.Printf("delete %s: %v", b.ID(), err)
+			}
+		}()
+		fmt.Fprintf(os.Stderr, "created box %s\n", b.ID())
+	}
+
+	stdinFd := int(os.Stdin.Fd())
+	interactive := term.IsTerminal(stdinFd)
+	params := &box.SessionParams{Argv: []string{"bash", "-l"}}
+	if interactive {
+		params.TTY = true
+		params.Rows, params.Cols = termSize()
+		if t := os.Getenv("TERM"); t != "" {
+			params.Env = []string{"TERM=" + t}
+		}
+	}
+	s, err := b.Exec.Session(ctx, params)
+	if err != nil {
+		return 1, err
+	}
+	defer s.Close()
+
+	if interactive {
+		old, err := term.MakeRaw(stdinFd)
+		if err != nil {
+			return 1, err
+		}
+		defer term.Restore(stdinFd, old)
+		stopResize := onResize(func() {
+			rows, cols := termSize()
+			_ = s.Resize(ctx, rows, cols)
+		})
+		defer stopResize()
+	}
+
+	// Signals sent to this process: an interrupt goes on to the box (in
+	// raw mode Ctrl-C is a key, and arrives as one); a termination hangs
+	// up.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	go func() {
+		for sig := range sigs {
+			if sig == os.Interrupt {
+				_ = s.Signal(ctx, "INT")
+				continue
+			}
+			s.Close()
+			return
+		}
+	}()
+
+	// Keys or piped commands go to the box; end of input is sent as
+	// end of input. This goroutine may stay blocked reading standard
+	// input after the shell has exited; the program exits anyway.
+	go func() {
+		_, _ = io.Copy(s.Stdin, os.Stdin)
+		_ = s.Stdin.Close()
+	}()
+	done := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(os.Stderr, s.Stderr)
+		close(done)
+	}()
+	_, _ = io.Copy(os.Stdout, s.Stdout)
+	<-done
+
+	code, err := s.Wait(ctx)
+	if errors.Is(err, session.ErrClosed) {
+		return 129, errors.New("hung up")
+	}
+	return code, err
+}
+
+// termSize returns the size of the terminal on standard output (or
+// input), or 0×0 for the server's default.
+func termSize() (rows, cols int) {
+	for _, f := range []*os.File{os.Stdout, os.Stdin} {
+		if w, h, err := term.GetSize(int(f.Fd())); err == nil {
+			return h, w
+		}
+	}
+	return 0, 0
+}

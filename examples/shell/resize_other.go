@@ -1,0 +1,7 @@
+//go:build !unix
+
+package main
+
+// onResize does nothing where there is no SIGWINCH: the box's terminal
+// keeps the size it started with.
+func onResize(fn func()) (stop func()) { return func() {} }
