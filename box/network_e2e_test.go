@@ -32,6 +32,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -710,7 +711,7 @@ func TestAttachHeaders(t *testing.T) {
 	)
 	api := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		seen = append(seen, r.Host+" "+r.Header.Get("Authorization"))
+		seen = append(seen, r.Host+" "+strings.ReplaceAll(r.Header.Get("Authorization"), secret, "<the secret>"))
 		mu.Unlock()
 		if r.Header.Get("Authorization") == "Bearer "+secret {
 			fmt.Fprint(w, "authorized")
@@ -750,7 +751,10 @@ func TestAttachHeaders(t *testing.T) {
 		t.Errorf("curl -k to www.example.com: exit %d %q, want anonymous", code, out)
 	}
 	mu.Lock()
-	t.Logf("the API saw: %q", seen)
+	withSecret := "api.example.com:" + port + " Bearer <the secret>"
+	if want := []string{withSecret, withSecret, withSecret, "www.example.com:" + port + " "}; !slices.Equal(seen, want) {
+		t.Errorf("the API saw %q, want %q", seen, want)
+	}
 	mu.Unlock()
 
 	// The secret is nowhere the box can read: its environment, any

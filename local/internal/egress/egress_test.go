@@ -328,6 +328,25 @@ func TestProxyPolicy(t *testing.T) {
 func TestProxyAttachHeaders(t *testing.T) {
 	t.Parallel()
 	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") == "echo" {
+			// An upgraded connection (as a WebSocket would be) that
+			// echoes lines, after saying which credential it got.
+			c, brw, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\nauth=%s\n", r.Header.Get("Authorization"))
+			brw.Flush()
+			for {
+				line, err := brw.ReadString('\n')
+				if err != nil {
+					return
+				}
+				brw.WriteString(line)
+				brw.Flush()
+			}
+		}
 		fmt.Fprintf(w, "auth=%s team=%s host=%s", r.Header.Get("Authorization"), r.Header.Get("X-Team"), r.Host)
 	}))
 	up.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake below
@@ -356,6 +375,33 @@ func TestProxyAttachHeaders(t *testing.T) {
 	if want := "auth=Bearer s3cret team=core host=api.example.com:" + port; string(b) != want {
 		t.Errorf("intercepted request reached upstream as %q, want %q", b, want)
 	}
+
+	// Upgrades work through an interception, with the headers added.
+	raw, err := net.Dial("tcp", r.url.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	fmt.Fprintf(raw, "CONNECT api.example.com:%s HTTP/1.1\r\nHost: api.example.com:%s\r\n\r\n", port, port)
+	rbr := bufio.NewReader(raw)
+	if resp, err := http.ReadResponse(rbr, nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	tc := tls.Client(raw, &tls.Config{ServerName: "api.example.com", RootCAs: boxRoots})
+	fmt.Fprint(tc, "GET /ws HTTP/1.1\r\nHost: api.example.com\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+	tbr := bufio.NewReader(tc)
+	resp, err = http.ReadResponse(tbr, nil)
+	if err != nil || resp.StatusCode != 101 {
+		t.Fatalf("upgrade through the interception: %v %v", resp, err)
+	}
+	if line, _ := tbr.ReadString('\n'); line != "auth=Bearer s3cret\n" {
+		t.Errorf("upgraded request reached upstream with %q", line)
+	}
+	fmt.Fprint(tc, "ping\n")
+	if line, err := tbr.ReadString('\n'); line != "ping\n" {
+		t.Errorf("echo over the upgraded connection: %q %v", line, err)
+	}
+	tc.Close()
 
 	// Another host is tunnelled untouched: the box sees the real
 	// certificate and the upstream no header.

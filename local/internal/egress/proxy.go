@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -211,10 +212,6 @@ func (p *Proxy) Serve(boxID string, ln net.Listener) error {
 	return nil
 }
 
-// Handler returns box boxID's proxy as an http.Handler, for serving it
-// some other way than Serve.
-func (p *Proxy) Handler(boxID string) http.Handler { return p.box(boxID) }
-
 // StopBox closes box boxID's listener and every connection it carries.
 func (p *Proxy) StopBox(boxID string) {
 	p.mu.Lock()
@@ -343,8 +340,9 @@ func (p *Proxy) newBox(id string) *boxProxy {
 			}
 			return b.dial(ctx, host, port)
 		},
+		// HTTP/1.1 only: the box speaks it to the proxy, and it keeps
+		// upgrades (WebSockets) working through an interception.
 		TLSClientConfig:       p.tlsUp.Clone(),
-		ForceAttemptHTTP2:     true,
 		MaxIdleConnsPerHost:   16,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   15 * time.Second,
@@ -626,16 +624,39 @@ func (b *boxProxy) intercept(client net.Conn, host, port string) {
 				b.refuse(w, err)
 				return
 			}
-			b.forward(w, r, "https", authority, headersFor(rules.Headers, host))
+			// An upgrade (a WebSocket) takes the connection over; the
+			// interception ends when it does.
+			hw := &hijackWatch{ResponseWriter: w}
+			defer func() {
+				if hw.hijacked {
+					ln.Close()
+				}
+			}()
+			b.forward(hw, r, "https", authority, headersFor(rules.Headers, host))
 		}),
 		ConnState: func(_ net.Conn, s http.ConnState) {
-			if s == http.StateClosed || s == http.StateHijacked {
+			if s == http.StateClosed {
 				ln.Close()
 			}
 		},
 	}
 	_ = hs.Serve(ln)
 }
+
+// hijackWatch notes whether the handler took the connection over.
+type hijackWatch struct {
+	http.ResponseWriter
+	hijacked bool
+}
+
+func (h *hijackWatch) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h.hijacked = true
+	return http.NewResponseController(h.ResponseWriter).Hijack()
+}
+
+func (h *hijackWatch) Flush() { _ = http.NewResponseController(h.ResponseWriter).Flush() }
+
+func (h *hijackWatch) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 
 // oneConnListener hands out one connection, then waits until closed.
 type oneConnListener struct {
