@@ -92,7 +92,15 @@ func (in *inits) closeAll() {
 		delete(in.running, id)
 	}
 	in.mu.Unlock()
-	in.wg.Wait()
+	// Supervisors end as soon as their context does; a box whose sandbox
+	// is still starting can hold one for a while, but not shutdown.
+	done := make(chan struct{})
+	go func() { in.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		in.s.log.Warn("init command supervisors did not stop within 10s")
+	}
 }
 
 func (in *inits) supervise(ctx context.Context, id string) {

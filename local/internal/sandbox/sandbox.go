@@ -124,6 +124,7 @@ var etcFromHost = []string{
 	"alternatives", "ssl", "ca-certificates", "ca-certificates.conf", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
 	"localtime", "timezone", "profile", "profile.d", "bash.bashrc", "inputrc", "mime.types", "protocols", "services",
 	"os-release", "debian_version", "gitconfig", "npmrc", "terminfo", "magic", "python3", "python3.11",
+	"fonts", // fontconfig, for the browser's text
 }
 
 // Spec describes a sandbox to start.
@@ -221,9 +222,16 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		s.Kill()
 		return nil, err
 	}
-	// The freezer group is made on the first Pause, off the start path:
-	// joining a new cgroup costs milliseconds that a box which is never
-	// paused should not pay.
+	// With bubblewrap the freezer group is made on the first Pause, off the
+	// start path: joining a new cgroup costs milliseconds that a box which
+	// is never paused should not pay, and the PID namespace already ends
+	// every process with the box. Without isolation there is no PID
+	// namespace: a background job orphaned by its shell leaves the agent's
+	// process tree, and only the group, joined now so that every later
+	// process is born in it, still finds it when the box is deleted.
+	if spec.Mode == ModeNone {
+		s.freeze = newFreezer(spec.ID, cmd.Process.Pid)
+	}
 	return s, nil
 }
 
@@ -373,18 +381,21 @@ func (s *Sandbox) Kill() {
 	}
 	s.paused = false
 	s.mu.Unlock()
-	if f != nil {
-		f.killAll()
+	if f == nil {
+		// No freezer group yet: kill the process tree. With bubblewrap the
+		// PID namespace ends with its init anyway; without isolation the
+		// agent's children have process groups of their own and would
+		// otherwise outlive it.
+		f = &signalFreezer{pid: s.cmd.Process.Pid}
 	}
+	f.killAll()
 	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	_ = s.cmd.Process.Kill()
 	select {
 	case <-s.done:
 	case <-time.After(10 * time.Second):
 	}
-	if f != nil {
-		f.remove()
-	}
+	f.remove()
 }
 
 // Available reports whether bubblewrap can start a sandbox on this machine.
