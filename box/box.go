@@ -41,6 +41,9 @@ type Box struct {
 	Labels *Labels
 	// Skills manages the agent skills enabled in the box.
 	Skills *Skills
+	// Browser drives the box's headless browser (boxes created with
+	// Browser: true).
+	Browser *Browser
 }
 
 func (c *Client) newBox(d *gen.BoxData) *Box {
@@ -52,6 +55,7 @@ func (c *Client) newBox(d *gen.BoxData) *Box {
 	b.Schedule = &Schedule{b: b}
 	b.Labels = &Labels{b: b}
 	b.Skills = &Skills{b: b}
+	b.Browser = newBrowser(b)
 	return b
 }
 

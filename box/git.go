@@ -1,5 +1,287 @@
 package box
 
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/upstash/box-go/gen"
+)
+
 // Git runs git in a box. Every call except Clone runs in the box's tracked
-// working directory.
+// working directory (see [Box.Cd]), so Cd into a clone before working in
+// it. Git failures are *Error with status 4xx and git's own message;
+// Exec is the exception, as its result carries the exit code.
+//
+// The box's git token (CreateParams.Git.Token, or GetParams.GitToken)
+// authenticates clone, push and pull requests; the server keeps it out of
+// the repository's configuration and out of every output.
 type Git struct{ b *Box }
+
+// CloneParams says what to clone and where.
+type CloneParams struct {
+	// Repo is https://github.com/owner/repo, github.com/owner/repo,
+	// owner/repo (on the server's GitHub), or any other URL git clones.
+	// Required.
+	Repo string
+	// Branch is checked out instead of the remote's default branch.
+	Branch string
+	// Depth > 0 makes a shallow clone with that many commits.
+	Depth int
+	// Directory is where the clone goes, relative to the working
+	// directory or absolute. Empty means a directory named after the
+	// repository, as git clone does.
+	Directory string
+}
+
+// Clone clones a repository into the working directory (POST
+// /v2/box/{id}/git/clone), sending the box's git token with it. The
+// server remembers that token for the box's later pushes and pull
+// requests.
+func (g *Git) Clone(ctx context.Context, params *CloneParams) error {
+	if params == nil || strings.TrimSpace(params.Repo) == "" {
+		return errors.New("box: git clone: Repo is required")
+	}
+	if params.Depth < 0 {
+		return errors.New("box: git clone: Depth must not be negative")
+	}
+	body := gen.GitCloneRequest{
+		Repo:        params.Repo,
+		Branch:      nonEmpty(params.Branch),
+		Directory:   nonEmpty(params.Directory),
+		GithubToken: nonEmpty(g.token()),
+		Folder:      g.b.folder(),
+	}
+	if params.Depth > 0 {
+		body.Depth = &params.Depth
+	}
+	return none(g.b.c.api.GitClone(ctx, g.b.id, body))
+}
+
+func (g *Git) token() string {
+	g.b.mu.RLock()
+	defer g.b.mu.RUnlock()
+	return g.b.gitToken
+}
+
+// Status returns `git status --porcelain` of the working directory: one
+// line per changed file, empty when the tree is clean. Outside a
+// repository (the workspace root, for example) it is empty too.
+func (g *Git) Status(ctx context.Context) (string, error) {
+	r, err := call[gen.GitStatusResponse](g.b.c.api.GitStatus(ctx, g.b.id, &gen.GitStatusParams{Folder: g.b.folder()}))
+	if err != nil {
+		return "", err
+	}
+	return r.Status, nil
+}
+
+// Diff returns the working directory's changes against HEAD, staged or
+// not (`git diff HEAD`). Untracked files show up only in [Git.Status].
+func (g *Git) Diff(ctx context.Context) (string, error) {
+	r, err := call[gen.GitDiffResponse](g.b.c.api.GitDiff(ctx, g.b.id, &gen.GitDiffParams{Folder: g.b.folder()}))
+	if err != nil {
+		return "", err
+	}
+	return r.Diff, nil
+}
+
+// CommitParams describes a commit.
+type CommitParams struct {
+	// Message is required.
+	Message string
+	// AuthorName and AuthorEmail override the box's git identity for
+	// this commit (see [Git.UpdateConfig]).
+	AuthorName  string
+	AuthorEmail string
+}
+
+// GitCommitResult is a new commit.
+type GitCommitResult struct {
+	SHA     string
+	Message string
+}
+
+// Commit stages every change in the repository (git add -A) and commits
+// it. With nothing to commit, boxd answers 409.
+func (g *Git) Commit(ctx context.Context, params *CommitParams) (GitCommitResult, error) {
+	if params == nil || strings.TrimSpace(params.Message) == "" {
+		return GitCommitResult{}, errors.New("box: git commit: Message is required")
+	}
+	r, err := call[gen.GitCommitResult](g.b.c.api.GitCommit(ctx, g.b.id, gen.GitCommitRequest{
+		Message:     params.Message,
+		AuthorName:  nonEmpty(params.AuthorName),
+		AuthorEmail: nonEmpty(params.AuthorEmail),
+		Folder:      g.b.folder(),
+	}))
+	if err != nil {
+		return GitCommitResult{}, err
+	}
+	return GitCommitResult{SHA: r.Sha, Message: r.Message}, nil
+}
+
+// PushParams says what to push. A nil *PushParams pushes the current
+// branch.
+type PushParams struct {
+	// Branch is the local branch to push; empty means the current one.
+	Branch string
+}
+
+// Push pushes a branch to origin and makes it the branch's upstream (git
+// push -u origin <branch>). A push the remote refuses as
+// non-fast-forward is a 409.
+func (g *Git) Push(ctx context.Context, params *PushParams) error {
+	var body gen.GitPushRequest
+	if params != nil {
+		body.Branch = nonEmpty(params.Branch)
+	}
+	body.Folder = g.b.folder()
+	return none(g.b.c.api.GitPush(ctx, g.b.id, body))
+}
+
+// Checkout switches to branch. On boxd, an existing local branch is
+// switched to, a branch that exists only on origin is created tracking
+// it, and any other name creates a new branch at HEAD.
+func (g *Git) Checkout(ctx context.Context, branch string) error {
+	if strings.TrimSpace(branch) == "" {
+		return errors.New("box: git checkout: branch is required")
+	}
+	return none(g.b.c.api.GitCheckout(withIdempotent(ctx), g.b.id, gen.GitCheckoutRequest{Branch: branch, Folder: g.b.folder()}))
+}
+
+// PRParams describes a pull request.
+type PRParams struct {
+	// Title is required.
+	Title string
+	Body  string
+	// Base is the branch to merge into; empty means the repository's
+	// default branch.
+	Base string
+	// Attach lists files to attach, relative to the working directory,
+	// each as "path" or "path#alt text". Reference one in Body as
+	// ![alt](./shot.png) to place it; the others are appended.
+	Attach []string
+}
+
+// PullRequest is an opened pull request.
+type PullRequest struct {
+	URL    string
+	Number int64
+	Title  string
+	Base   string
+	// Warning is set when the pull request exists but something went
+	// wrong on the way, for example an attachment that was not uploaded,
+	// or a pull request for the branch that was already open (and is
+	// the one returned).
+	Warning string
+}
+
+// CreatePR opens a pull request from the current branch, which must have
+// been pushed, on the GitHub repository of origin.
+func (g *Git) CreatePR(ctx context.Context, params *PRParams) (PullRequest, error) {
+	if params == nil || strings.TrimSpace(params.Title) == "" {
+		return PullRequest{}, errors.New("box: git create PR: Title is required")
+	}
+	r, err := call[gen.PullRequest](g.b.c.api.GitCreatePR(ctx, g.b.id, gen.CreatePullRequestRequest{
+		Title:  params.Title,
+		Body:   nonEmpty(params.Body),
+		Base:   nonEmpty(params.Base),
+		Attach: params.Attach,
+		Folder: g.b.folder(),
+	}))
+	if err != nil {
+		return PullRequest{}, err
+	}
+	return PullRequest{URL: r.URL, Number: r.Number, Title: r.Title, Base: r.Base, Warning: deref(r.Warning)}, nil
+}
+
+// IssueParams describes an issue.
+type IssueParams struct {
+	// Title is required.
+	Title string
+	Body  string
+	// Attach is as in [PRParams].
+	Attach []string
+}
+
+// Issue is an opened issue.
+type Issue struct {
+	URL    string
+	Number int64
+	Title  string
+	// Warning is set when the issue exists but an attachment was not
+	// uploaded.
+	Warning string
+}
+
+// CreateIssue opens an issue on the GitHub repository of origin.
+func (g *Git) CreateIssue(ctx context.Context, params *IssueParams) (Issue, error) {
+	if params == nil || strings.TrimSpace(params.Title) == "" {
+		return Issue{}, errors.New("box: git create issue: Title is required")
+	}
+	r, err := call[gen.Issue](g.b.c.api.GitCreateIssue(ctx, g.b.id, gen.CreateIssueRequest{
+		Title:  params.Title,
+		Body:   nonEmpty(params.Body),
+		Attach: params.Attach,
+		Folder: g.b.folder(),
+	}))
+	if err != nil {
+		return Issue{}, err
+	}
+	return Issue{URL: r.URL, Number: r.Number, Title: r.Title, Warning: deref(r.Warning)}, nil
+}
+
+// GitConfigParams changes the box-wide git identity; empty fields stay as
+// they are, and at least one must be set.
+type GitConfigParams struct {
+	UserName  string
+	UserEmail string
+}
+
+// GitConfig is the box-wide git identity.
+type GitConfig struct {
+	UserName  string
+	UserEmail string
+}
+
+// UpdateConfig sets the identity commits are made with, box-wide (PUT
+// /v2/box/{id}/git-config; not tied to the working directory).
+func (g *Git) UpdateConfig(ctx context.Context, params *GitConfigParams) (GitConfig, error) {
+	if params == nil || (params.UserName == "" && params.UserEmail == "") {
+		return GitConfig{}, errors.New("box: git update config: UserName or UserEmail is required")
+	}
+	r, err := call[gen.GitConfig](g.b.c.api.UpdateGitConfig(ctx, g.b.id, gen.GitConfig{
+		GitUserName:  nonEmpty(params.UserName),
+		GitUserEmail: nonEmpty(params.UserEmail),
+	}))
+	if err != nil {
+		return GitConfig{}, err
+	}
+	return GitConfig{UserName: deref(r.GitUserName), UserEmail: deref(r.GitUserEmail)}, nil
+}
+
+// GitExecResult is what a git command printed and how it ended.
+type GitExecResult struct {
+	// Output is standard output and standard error, in order.
+	Output string
+	// ExitCode is git's exit code; -1 when the server did not report
+	// one (the field is newer than some servers).
+	ExitCode int
+}
+
+// Exec runs `git args...` in the working directory. A git that exits
+// non-zero is not an error: ExitCode says so (128 outside a repository,
+// for example).
+func (g *Git) Exec(ctx context.Context, args ...string) (GitExecResult, error) {
+	if len(args) == 0 {
+		return GitExecResult{}, errors.New("box: git exec: args are required")
+	}
+	r, err := call[gen.GitExecResponse](g.b.c.api.GitExec(ctx, g.b.id, gen.GitExecRequest{Args: args, Folder: g.b.folder()}))
+	if err != nil {
+		return GitExecResult{}, err
+	}
+	code := -1
+	if r.ExitCode != nil {
+		code = *r.ExitCode
+	}
+	return GitExecResult{Output: r.Output, ExitCode: code}, nil
+}

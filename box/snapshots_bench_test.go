@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"syscall"
@@ -26,7 +27,8 @@ import (
 // box and writing the archive), restore-s (Client.FromSnapshot, including
 // unpacking the archive), the CPU time this process (boxd and the client)
 // spent on each (snapshot-cpu-s, restore-cpu-s: steadier than wall time
-// on a busy machine) and archive-MB (the snapshot's size_bytes), for two
+// on a busy machine), frozen-s (how long the box was held still, from
+// boxd's log) and archive-MB (the snapshot's size_bytes), for two
 // kinds of content: random bytes, which do not compress, and Go source
 // text from GOROOT, which does. The files are written straight into the
 // box's directory on the host, outside the timed region.
@@ -61,7 +63,7 @@ func BenchmarkSnapshot200MB(b *testing.B) {
 					return err
 				})
 			}
-			var snapTotal, restoreTotal, snapCPU, restoreCPU time.Duration
+			var snapTotal, restoreTotal, snapCPU, restoreCPU, frozen time.Duration
 			var archive int64
 			b.ResetTimer()
 			for range b.N {
@@ -72,6 +74,7 @@ func BenchmarkSnapshot200MB(b *testing.B) {
 				}
 				snapTotal += time.Since(start)
 				snapCPU += cpuTime() - cpu
+				frozen += benchFrozen(b, bx)
 				archive = s.SizeBytes
 
 				start, cpu = time.Now(), cpuTime()
@@ -97,11 +100,35 @@ func BenchmarkSnapshot200MB(b *testing.B) {
 			b.ReportMetric(snapTotal.Seconds()/float64(b.N), "snapshot-s")
 			b.ReportMetric(restoreTotal.Seconds()/float64(b.N), "restore-s")
 			b.ReportMetric(snapCPU.Seconds()/float64(b.N), "snapshot-cpu-s")
+			b.ReportMetric(frozen.Seconds()/float64(b.N), "frozen-s")
 			b.ReportMetric(restoreCPU.Seconds()/float64(b.N), "restore-cpu-s")
 			b.ReportMetric(float64(archive)/1e6, "archive-MB")
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+var heldRE = regexp.MustCompile(`held still for ([0-9.]+[a-zµ]+)\)`)
+
+// benchFrozen reads from boxd's log of bx how long its last snapshot held
+// the box frozen.
+func benchFrozen(b *testing.B, bx *box.Box) time.Duration {
+	b.Helper()
+	logs, err := bx.Logs(b.Context(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := len(logs) - 1; i >= 0; i-- {
+		if m := heldRE.FindStringSubmatch(logs[i].Message); m != nil {
+			d, err := time.ParseDuration(m[1])
+			if err != nil {
+				b.Fatal(err)
+			}
+			return d
+		}
+	}
+	b.Fatal("no snapshot in the box's log")
+	return 0
 }
 
 // cpuTime is the user and system CPU time this process has used.

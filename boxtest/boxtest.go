@@ -52,6 +52,7 @@ type options struct {
 	clientOps []box.Option
 	maxUpload int64
 	clock     local.Clock
+	configure []func(*local.Config)
 }
 
 // WithIsolation selects local.IsolationBwrap or local.IsolationNone instead
@@ -77,6 +78,13 @@ func WithClock(c local.Clock) Option { return func(o *options) { o.clock = c } }
 // WithMaxUploadBytes bounds one upload request (default 1 GiB).
 func WithMaxUploadBytes(n int64) Option { return func(o *options) { o.maxUpload = n } }
 
+// WithConfig lets f change boxd's configuration after the other options
+// have set it, for settings without an option of their own, for example
+// GitHubURL and GitHubAPIURL for a stand-in GitHub.
+func WithConfig(f func(*local.Config)) Option {
+	return func(o *options) { o.configure = append(o.configure, f) }
+}
+
 // NewServer starts boxd for the test and registers its shutdown with
 // t.Cleanup. It fails the test if boxd cannot start.
 func NewServer(t testing.TB, opts ...Option) *Server {
@@ -101,7 +109,11 @@ func NewServer(t testing.TB, opts ...Option) *Server {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	key := "box_test_" + hex.EncodeToString(b[:])
-	srv, err := local.New(local.Config{DataDir: o.dataDir, APIKey: key, Isolation: o.isolation, Logger: o.logger, MaxUploadBytes: o.maxUpload, Clock: o.clock})
+	cfg := local.Config{DataDir: o.dataDir, APIKey: key, Isolation: o.isolation, Logger: o.logger, MaxUploadBytes: o.maxUpload, Clock: o.clock}
+	for _, f := range o.configure {
+		f(&cfg)
+	}
+	srv, err := local.New(cfg)
 	if err != nil {
 		t.Fatalf("boxtest: %v", err)
 	}

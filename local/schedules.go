@@ -167,10 +167,11 @@ func newScheduler(s *Server) *scheduler {
 // start arms the stored active schedules. Schedules of boxes that no longer
 // exist are removed, and runs a killed boxd left going are recorded as
 // failed.
-func (sch *scheduler) start() error {
+func (sch *scheduler) start() {
 	all, err := sch.s.db.AllSchedules()
 	if err != nil {
-		return err
+		sch.s.log.Error("cannot read the stored schedules; none is armed", "err", err)
+		return
 	}
 	sch.mu.Lock()
 	defer sch.mu.Unlock()
@@ -186,7 +187,6 @@ func (sch *scheduler) start() error {
 		}
 		sch.arm(sc)
 	}
-	return nil
 }
 
 // failInterrupted records as failed the scheduled runs of a box that were
@@ -414,6 +414,9 @@ func (sch *scheduler) process(ctx context.Context, b *store.Box, argv []string, 
 	if resp.StatusCode != http.StatusOK {
 		var e gen.ErrorResponse
 		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e)
+		if e.Error == "" {
+			e.Error = fmt.Sprintf("the box agent answered %d", resp.StatusCode)
+		}
 		return res, errors.New(e.Error)
 	}
 	tail := &lastBytes{max: maxScheduleOutput}

@@ -75,6 +75,28 @@ type Config struct {
 	// their network policy is applied; nil uses the system resolver. The
 	// name host.boxd.internal always means the host's 127.0.0.1.
 	EgressResolver func(ctx context.Context, host string) ([]netip.Addr, error)
+	// ChromiumPath is the Chromium that boxes created with browser: true
+	// run; an isolated box sees only the host's /usr, so it must be there.
+	// Empty means Debian's (/usr/lib/chromium/chromium) or the first
+	// chromium or google-chrome on PATH.
+	ChromiumPath string
+	// ModelProviderURLs overrides the base URLs of the model providers
+	// that the browser's AI operations (extract, observe, act) call, by
+	// provider: "anthropic" (Messages API, default https://api.anthropic.com),
+	// "openai", "openrouter" and "vercel" (chat completions, e.g.
+	// https://api.openai.com/v1). Tests point them at a stand-in.
+	ModelProviderURLs map[string]string
+	// GitHubURL is the GitHub that git clones of "owner/repo" go to, that
+	// the box's GitHub token is sent to (and nowhere else), and that pull
+	// requests and issues are opened on. Empty means https://github.com.
+	// Boxes reach it through boxd's egress proxy, so a server on the
+	// host's loopback is http://host.boxd.internal:{port}.
+	GitHubURL string
+	// GitHubAPIURL is the GitHub REST API that boxd itself calls for pull
+	// requests and issues. Empty means https://api.github.com, or
+	// {GitHubURL}/api/v3 (GitHub Enterprise) when GitHubURL is set to
+	// another host.
+	GitHubAPIURL string
 }
 
 // Server is boxd. It is an http.Handler.
@@ -90,6 +112,7 @@ type Server struct {
 	inits       *inits
 	net         *network
 	schedules   *scheduler
+	browsers    *browsers
 	agentBinary string
 	// webhookClient delivers run webhooks.
 	webhookClient *http.Client
@@ -166,12 +189,11 @@ func New(cfg Config) (*Server, error) {
 	s.runs = newRuns(s)
 	s.inits = newInits(s)
 	s.webhookClient = &http.Client{Timeout: 30 * time.Second}
-	s.handler = s.withPreviews(s.routes())
+	s.browsers = newBrowsers(s)
+	s.handler = s.withPreviews(s.browsers.routes(s.routes()))
+	// Stored schedules get their timers back (schedules.go).
 	s.schedules = newScheduler(s)
-	if err := s.schedules.start(); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("boxd: schedules: %w", err)
-	}
+	s.schedules.start()
 	// Ephemeral boxes whose time ran out while boxd was down go now; the
 	// others get their timers back (ephemeral.go).
 	s.boxes.armExpiries()
@@ -218,6 +240,7 @@ func (s *Server) Close() error {
 		s.schedules.close()
 		s.inits.closeAll()
 		s.runs.closeAll()
+		s.browsers.close()
 		s.boxes.closeAll()
 		s.net.close()
 		err = s.db.Close()

@@ -113,6 +113,7 @@ func (s *Server) takeSnapshot(ctx context.Context, b *store.Box, name string) (*
 	defer os.Remove(tmp.Name()) // a no-op once renamed
 
 	release, err := s.boxes.hold(ctx, b.ID)
+	held := time.Now()
 	if err != nil {
 		tmp.Close()
 		if errors.Is(err, errBoxNotFound) {
@@ -126,6 +127,7 @@ func (s *Server) takeSnapshot(ctx context.Context, b *store.Box, name string) (*
 		err = w.Flush()
 	}
 	release()
+	frozen := time.Since(held)
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -163,8 +165,8 @@ func (s *Server) takeSnapshot(ctx context.Context, b *store.Box, name string) (*
 		os.Remove(path)
 		return nil, err
 	}
-	s.logf(b.ID, "info", "system", fmt.Sprintf("snapshot %s taken: %d files and directories, %d bytes in %d archived, in %s",
-		sn.ID, st.Entries, st.Bytes, sn.SizeBytes, time.Since(start).Round(time.Millisecond)))
+	s.logf(b.ID, "info", "system", fmt.Sprintf("snapshot %s taken: %d files and directories, %d bytes in %d archived, in %s (box held still for %s)",
+		sn.ID, st.Entries, st.Bytes, sn.SizeBytes, time.Since(start).Round(time.Millisecond), frozen.Round(time.Millisecond)))
 	return sn, nil
 }
 

@@ -130,10 +130,11 @@ func TestSnapshotFreezesAndThaws(t *testing.T) {
 	}
 	advances := func() bool {
 		n := counter()
-		return waitFor(3*time.Second, func() bool { return counter() > n+2 })
+		return waitFor(10*time.Second, func() bool { return counter() > n+2 })
 	}
 	if !advances() {
-		t.Fatal("counter does not run")
+		ps, _ := b.Exec.Command(ctx, "ps -ef; ls -l; cat counter")
+		t.Fatalf("counter does not run: %d; %+v", counter(), ps)
 	}
 
 	snapshotOf(t, c, b.ID(), "running")

@@ -4,7 +4,9 @@
 #   bubblewrap  the sandbox every box runs in
 #   python3     for exec.code with lang python (node comes with the machine)
 # With --tests it also checks for node and npm, which the conformance test
-# against the official JS SDK needs.
+# against the official JS SDK needs, and for chromium and ffmpeg, which the
+# browser tests need (boxes with a browser run Debian's Chromium; ffmpeg
+# encodes their recordings).
 set -euo pipefail
 
 need=()
@@ -13,6 +15,8 @@ command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 if [ "${1:-}" = "--tests" ]; then
 	command -v node >/dev/null 2>&1 || need+=(nodejs)
 	command -v npm >/dev/null 2>&1 || need+=(npm)
+	[ -x /usr/lib/chromium/chromium ] || need+=(chromium)
+	command -v ffmpeg >/dev/null 2>&1 || need+=(ffmpeg)
 fi
 [ ${#need[@]} -eq 0 ] && exit 0
 

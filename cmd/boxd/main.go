@@ -5,6 +5,7 @@
 // Usage:
 //
 //	boxd [-addr 127.0.0.1:8989] [-data DIR] [-api-key KEY] [-isolation bwrap|none]
+//	     [-github-url https://github.com] [-github-api-url URL]
 //
 // Point an SDK at it with UPSTASH_BOX_BASE_URL=http://127.0.0.1:8989 and
 // UPSTASH_BOX_API_KEY set to the same key.
@@ -47,6 +48,8 @@ func run() error {
 	data := flag.String("data", defaultData, "state directory (database and box files)")
 	apiKey := flag.String("api-key", "", "API key clients must send (default: $UPSTASH_BOX_API_KEY, or a random key that is printed)")
 	isolation := flag.String("isolation", local.IsolationBwrap, "box isolation: bwrap, or none (no isolation at all)")
+	githubURL := flag.String("github-url", "https://github.com", "GitHub for git clone of owner/repo, the box's git token, pull requests and issues")
+	githubAPIURL := flag.String("github-api-url", "", "GitHub REST API (default https://api.github.com, or {github-url}/api/v3 for another -github-url)")
 	verbose := flag.Bool("v", false, "log debug messages")
 	flag.Parse()
 
@@ -71,7 +74,7 @@ func run() error {
 	// cleanly once it has said it is listening.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv, err := local.New(local.Config{DataDir: *data, APIKey: key, Isolation: *isolation, Logger: log})
+	srv, err := local.New(local.Config{DataDir: *data, APIKey: key, Isolation: *isolation, Logger: log, GitHubURL: *githubURL, GitHubAPIURL: *githubAPIURL})
 	if err != nil {
 		return err
 	}

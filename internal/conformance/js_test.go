@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +17,8 @@ import (
 	"time"
 
 	"github.com/upstash/box-go/boxtest"
+	"github.com/upstash/box-go/internal/gittest"
+	"github.com/upstash/box-go/local"
 )
 
 const (
@@ -53,10 +57,53 @@ func TestOfficialJSSDK05Agent(t *testing.T) {
 	runJSScript(t, "agent05.mjs", "BOX_TEST_HARNESS="+bin)
 }
 
+// TestOfficialJSSDK05Git runs js/git05.mjs: the official 0.5.5 JS SDK's
+// git calls against boxd, whose GitHub is a loopback git server (smart
+// HTTP, token required) and a GitHub API stand-in. GIT_CHECK_URL answers
+// what they received: {"branches": {name: sha}, "pulls": [{title, body,
+// head, base, auth}]}.
+func TestOfficialJSSDK05Git(t *testing.T) {
+	requireTool(t, "node")
+	const token = "ghs_jsConformanceToken0123456789"
+	g := gittest.NewGit(t, token)
+	gh := gittest.NewGitHub(t, token)
+	g.Repo(t, "acme/js", map[string]string{"README.md": "# js\n"})
+	check := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		branches, err := g.Branches("acme/js")
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		out := struct {
+			Branches map[string]string `json:"branches"`
+			Pulls    []map[string]any  `json:"pulls"`
+		}{Branches: branches, Pulls: []map[string]any{}}
+		for _, rq := range gh.Requests() {
+			if rq.Method == http.MethodPost && rq.Path == "/repos/acme/js/pulls" {
+				var pr map[string]any
+				_ = json.Unmarshal(rq.Body, &pr)
+				pr["auth"] = rq.Authorization
+				out.Pulls = append(out.Pulls, pr)
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	}))
+	t.Cleanup(check.Close)
+	opts := []boxtest.Option{boxtest.WithConfig(func(c *local.Config) { c.GitHubURL, c.GitHubAPIURL = g.BoxURL, gh.URL })}
+	runJSScriptWith(t, opts, "git05.mjs", "GIT_TOKEN="+token, "GIT_REPO=acme/js", "GIT_BOX_URL="+g.BoxURL, "GIT_CHECK_URL="+check.URL)
+}
+
 // runJSScript runs node on script in js/ against a fresh boxd, with
 // BOX_BASE_URL, BOX_API_KEY and extraEnv set, and fails the test when the
 // script fails. It skips (fails under CI) without node/npm.
 func runJSScript(t *testing.T, script string, extraEnv ...string) {
+	t.Helper()
+	runJSScriptWith(t, nil, script, extraEnv...)
+}
+
+// runJSScriptWith is runJSScript with options for the boxd it starts.
+func runJSScriptWith(t *testing.T, opts []boxtest.Option, script string, extraEnv ...string) {
 	t.Helper()
 	node := requireTool(t, "node")
 	npm := requireTool(t, "npm")
@@ -68,7 +115,7 @@ func runJSScript(t *testing.T, script string, extraEnv ...string) {
 	}
 	ensureJSDeps(t, npm, jsDir)
 
-	srv := boxtest.NewServer(t)
+	srv := boxtest.NewServer(t, opts...)
 
 	ctx, cancel := context.WithTimeout(t.Context(), scriptTimeout)
 	defer cancel()

@@ -59,8 +59,8 @@ type Stats struct {
 	Bytes int64
 }
 
-// Limits bound what Write accepts and what Extract writes. A zero field
-// means no bound.
+// Limits bound what Write accepts and what Extract writes. Both are
+// always enforced: a zero field allows nothing.
 type Limits struct {
 	Entries int64
 	Bytes   int64
@@ -70,10 +70,10 @@ type Limits struct {
 var ErrTooLarge = errors.New("archive: over the size limit")
 
 func (l Limits) check(s Stats) error {
-	if l.Entries > 0 && s.Entries > l.Entries {
+	if s.Entries > l.Entries {
 		return fmt.Errorf("%w: more than %d entries", ErrTooLarge, l.Entries)
 	}
-	if l.Bytes > 0 && s.Bytes > l.Bytes {
+	if s.Bytes > l.Bytes {
 		return fmt.Errorf("%w: more than %d bytes", ErrTooLarge, l.Bytes)
 	}
 	return nil

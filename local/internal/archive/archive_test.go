@@ -291,6 +291,19 @@ func TestExtractRefusesHostileArchives(t *testing.T) {
 	}
 }
 
+func TestZeroLimitsAllowNothing(t *testing.T) {
+	t.Parallel()
+	// A snapshot of empty files records 0 bytes: its archive may then
+	// hold no content at all.
+	arc := handmade(t, entry{name: "workspace/f", typ: tar.TypeReg, body: "x"})
+	if _, err := Extract(t.Context(), bytes.NewReader(arc), t.TempDir(), tops, nil, Limits{Entries: 10}); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("content beyond a zero byte limit: %v", err)
+	}
+	if _, err := Write(t.Context(), new(bytes.Buffer), t.TempDir(), tops, Limits{}); err != nil {
+		t.Errorf("Write of nothing with zero limits: %v", err)
+	}
+}
+
 func TestExtractIsBoundByWhatIsWritten(t *testing.T) {
 	t.Parallel()
 	// Directories, links and empty files count as entries, not bytes;

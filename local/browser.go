@@ -1,0 +1,627 @@
+package local
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/upstash/box-go/gen"
+	"github.com/upstash/box-go/local/internal/agent"
+	"github.com/upstash/box-go/local/internal/browser"
+	"github.com/upstash/box-go/local/internal/egress"
+	"github.com/upstash/box-go/local/internal/sandbox"
+	"github.com/upstash/box-go/local/internal/store"
+)
+
+// A box created with browser: true gets a headless Chromium, from the
+// host's /usr (Debian's chromium package), started inside the box through
+// its agent on the first browser call, and started again if it exits. Its
+// DevTools listen on the box's own loopback (127.0.0.1:9222 in an isolated
+// box), which only the box and boxd (through the agent's bridge) reach;
+// boxd drives it with chromedp. Its traffic leaves through the box's
+// egress proxy, under the box's network policy.
+//
+// The CDP URL and the live view are served by boxd without the API key,
+// behind a random token that expires: cdpTokenTTL and liveTokenTTL after
+// it was issued no new connection is accepted (open ones go on).
+
+// Lifetimes of the tokens in CDP and live view URLs.
+const (
+	cdpTokenTTL  = 10 * time.Minute
+	liveTokenTTL = time.Hour
+)
+
+// devtoolsPort is where Chromium's DevTools listen in an isolated box (as
+// in the cloud); a box without isolation shares the host's ports and lets
+// Chromium pick one.
+const devtoolsPort = 9222
+
+// defaultBrowserModel is the model of the AI operations when neither the
+// request nor the box names one.
+const defaultBrowserModel = "anthropic/claude-sonnet-4-5"
+
+// browsers runs the boxes' browsers and serves their CDP and live view
+// URLs.
+type browsers struct {
+	s           *Server
+	chromium    string
+	chromiumErr error
+	models      *http.Client
+	base        context.Context // ends at Close: live views and proxies
+	cancel      context.CancelFunc
+	recs        *recordings
+
+	mu     sync.Mutex
+	boxes  map[string]*boxBrowser
+	tokens map[string]*linkToken
+	cache  map[string]browser.Action // act(instruction) answers by box, URL and instruction
+	closed bool
+}
+
+// linkToken authorises the connections of a CDP or live view URL.
+type linkToken struct {
+	box     string
+	kind    string // "cdp" or "live"
+	tab     string // live view of one tab; "" follows the foreground
+	expires time.Time
+}
+
+// boxBrowser is the Chromium of one box.
+type boxBrowser struct {
+	id    string
+	start sync.Mutex // one start at a time
+
+	mu     sync.Mutex
+	ctl    *browser.Controller
+	port   int
+	path   string             // the browser target's DevTools path
+	stop   context.CancelFunc // ends the Chromium process
+	exited chan struct{}      // closed when it has ended
+	output *tailWriter
+	conns  map[net.Conn]struct{} // CDP connections through boxd
+}
+
+func newBrowsers(s *Server) *browsers {
+	bs := &browsers{
+		s:      s,
+		models: &http.Client{Timeout: 3 * time.Minute},
+		boxes:  map[string]*boxBrowser{},
+		tokens: map[string]*linkToken{},
+		cache:  map[string]browser.Action{},
+	}
+	bs.base, bs.cancel = context.WithCancel(context.Background())
+	bs.chromium, bs.chromiumErr = findChromium(s.cfg.ChromiumPath, s.cfg.Isolation)
+	bs.recs = newRecordings(bs)
+	return bs
+}
+
+// findChromium resolves the Chromium binary. Debian's /usr/bin/chromium
+// is a shell wrapper that reads /etc/chromium.d, which a box does not
+// have, so the binary behind it is preferred. An isolated box sees only
+// the host's /usr.
+func findChromium(configured string, mode sandbox.Mode) (string, error) {
+	var path string
+	if configured != "" {
+		p, err := exec.LookPath(configured)
+		if err != nil {
+			return "", fmt.Errorf("Config.ChromiumPath %q: %w", configured, err)
+		}
+		path = p
+	} else {
+		for _, p := range []string{"/usr/lib/chromium/chromium", "/usr/lib/chromium-browser/chromium-browser"} {
+			if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+				path = p
+				break
+			}
+		}
+		for _, name := range []string{"chromium", "chromium-browser", "google-chrome-stable", "google-chrome"} {
+			if path != "" {
+				break
+			}
+			if p, err := exec.LookPath(name); err == nil {
+				path = p
+			}
+		}
+		if path == "" {
+			return "", errors.New("Chromium is not installed on this machine (on Debian: apt-get install chromium)")
+		}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	if mode == sandbox.ModeBwrap {
+		real, err := filepath.EvalSymlinks(abs)
+		if err != nil {
+			return "", err
+		}
+		if !strings.HasPrefix(real, "/usr/") {
+			return "", fmt.Errorf("Chromium at %s is outside /usr, the only part of this machine a box sees", real)
+		}
+	}
+	return abs, nil
+}
+
+func (bs *browsers) box(id string) *boxBrowser {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	bb := bs.boxes[id]
+	if bb == nil {
+		bb = &boxBrowser{id: id, conns: map[net.Conn]struct{}{}}
+		bs.boxes[id] = bb
+	}
+	return bb
+}
+
+// noBrowser is the answer for a box created without one.
+func noBrowser(b *store.Box) error {
+	return errorf(http.StatusConflict, "box %s has no browser: create it with browser: true", b.ID)
+}
+
+// ensure returns b's browser, starting the box and Chromium as needed.
+func (bs *browsers) ensure(ctx context.Context, b *store.Box) (*boxBrowser, *browser.Controller, error) {
+	if !b.Browser {
+		return nil, nil, noBrowser(b)
+	}
+	if bs.chromiumErr != nil {
+		return nil, nil, errorf(http.StatusNotImplemented, "boxd cannot run a browser here: %v", bs.chromiumErr)
+	}
+	bs.mu.Lock()
+	closed := bs.closed
+	bs.mu.Unlock()
+	if closed {
+		return nil, nil, errClosing
+	}
+	rt, err := bs.s.boxes.ensureRunning(ctx, b)
+	if err != nil {
+		return nil, nil, err
+	}
+	bb := bs.box(b.ID)
+	bb.start.Lock()
+	defer bb.start.Unlock()
+	if ctl := bb.alive(); ctl != nil {
+		return bb, ctl, nil
+	}
+	bb.shutdown()
+	if err := bs.launch(ctx, rt, b, bb); err != nil {
+		return nil, nil, err
+	}
+	bb.mu.Lock()
+	defer bb.mu.Unlock()
+	return bb, bb.ctl, nil
+}
+
+// alive returns the controller of a browser that runs, or nil.
+func (bb *boxBrowser) alive() *browser.Controller {
+	bb.mu.Lock()
+	defer bb.mu.Unlock()
+	if bb.ctl == nil {
+		return nil
+	}
+	select {
+	case <-bb.exited:
+		return nil
+	case <-bb.ctl.Done():
+		return nil
+	default:
+		return bb.ctl
+	}
+}
+
+// controller returns the controller of a running browser without starting
+// one.
+func (bs *browsers) controller(id string) *browser.Controller {
+	bs.mu.Lock()
+	bb := bs.boxes[id]
+	bs.mu.Unlock()
+	if bb == nil {
+		return nil
+	}
+	return bb.alive()
+}
+
+// shutdown ends the browser's process and its connections.
+func (bb *boxBrowser) shutdown() {
+	bb.mu.Lock()
+	ctl, stop, exited := bb.ctl, bb.stop, bb.exited
+	bb.ctl, bb.stop = nil, nil
+	conns := bb.conns
+	bb.conns = map[net.Conn]struct{}{}
+	bb.mu.Unlock()
+	for c := range conns {
+		c.Close()
+	}
+	if ctl != nil {
+		ctl.Close()
+	}
+	if stop != nil {
+		stop()
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+		}
+	}
+}
+
+var devtoolsLine = regexp.MustCompile(`DevTools listening on (ws://\S+)`)
+
+// chromiumFlags are the flags Chromium runs with in a box.
+func chromiumFlags(port int) []string {
+	return []string{
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--no-default-browser-check", "--disable-background-networking", "--disable-component-update",
+		"--disable-sync", "--disable-dev-shm-usage", "--disable-breakpad", "--mute-audio",
+		"--password-store=basic", "--use-mock-keychain", "--window-size=1280,720",
+		"--remote-debugging-address=127.0.0.1", "--remote-debugging-port=" + strconv.Itoa(port),
+	}
+}
+
+// launchScript starts Chromium with a fresh profile in the box's /tmp and
+// the box's egress proxy (the agent gives every process HTTP_PROXY).
+const launchScript = `dir="${TMPDIR:-/tmp}/.boxd-chromium"; rm -rf "$dir"; exec "$@" --user-data-dir="$dir" ${HTTP_PROXY:+"--proxy-server=$HTTP_PROXY"} about:blank`
+
+// launch starts Chromium in the box and connects to it.
+func (bs *browsers) launch(ctx context.Context, rt *runtime, b *store.Box, bb *boxBrowser) error {
+	port := devtoolsPort
+	if bs.s.cfg.Isolation == sandbox.ModeNone {
+		port = 0
+	}
+	argv := append([]string{"sh", "-c", launchScript, "sh", bs.chromium}, chromiumFlags(port)...)
+	body, _ := json.Marshal(agent.ProcessRequest{Argv: argv, MergeStderr: true})
+	pctx, stop := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(pctx, http.MethodPost, "http://box"+agent.ProcessPath, bytes.NewReader(body))
+	if err != nil {
+		stop()
+		return err
+	}
+	resp, err := rt.transport.RoundTrip(req)
+	if err != nil {
+		stop()
+		return fmt.Errorf("starting the browser: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		resp.Body.Close()
+		stop()
+		return fmt.Errorf("starting the browser: the box's agent answered %s: %s", resp.Status, bytes.TrimSpace(msg))
+	}
+	out := &tailWriter{max: 8 << 10}
+	exited := make(chan struct{})
+	found := make(chan string, 1)
+	go func() {
+		defer close(exited)
+		defer resp.Body.Close()
+		br := bufio.NewReader(resp.Body)
+		for {
+			line, err := br.ReadString('\n')
+			out.Write([]byte(line))
+			if m := devtoolsLine.FindStringSubmatch(line); m != nil {
+				select {
+				case found <- m[1]:
+				default:
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	fail := func(err error) error {
+		stop()
+		<-exited
+		msg := strings.TrimSpace(out.String())
+		if i := strings.LastIndex(msg[:max(0, len(msg)-2000)], "\n"); len(msg) > 2000 && i >= 0 {
+			msg = msg[i+1:]
+		}
+		bs.s.logf(b.ID, "error", "system", "the browser did not start: "+err.Error())
+		if msg != "" {
+			return fmt.Errorf("the browser did not start: %w; its output ends with: %s", err, msg)
+		}
+		return fmt.Errorf("the browser did not start: %w", err)
+	}
+	var wsURL string
+	timer := time.NewTimer(30 * time.Second)
+	defer timer.Stop()
+	select {
+	case wsURL = <-found:
+	case <-exited:
+		return fail(errors.New("Chromium exited"))
+	case <-timer.C:
+		return fail(errors.New("Chromium did not open its DevTools port within 30s"))
+	case <-ctx.Done():
+		return fail(ctx.Err())
+	}
+	u, err := url.Parse(wsURL)
+	if err != nil {
+		return fail(err)
+	}
+	port, _ = strconv.Atoi(u.Port())
+	id := b.ID
+	ctl, err := browser.Connect(ctx, func(ctx context.Context) (net.Conn, error) { return bs.dial(ctx, id, port) }, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), u.Path)
+	if err != nil {
+		return fail(err)
+	}
+	bb.mu.Lock()
+	bb.ctl, bb.port, bb.path, bb.stop, bb.exited, bb.output = ctl, port, u.Path, stop, exited, out
+	bb.mu.Unlock()
+	bs.s.logf(b.ID, "info", "system", "browser started")
+	go func() {
+		select {
+		case <-exited:
+			bs.s.logf(id, "info", "system", "browser exited")
+		case <-ctl.Done():
+		}
+		ctl.Close()
+	}()
+	return nil
+}
+
+// dial connects to port inside box id through its agent's bridge.
+func (bs *browsers) dial(ctx context.Context, id string, port int) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", bs.s.layout(id).Socket())
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	_ = c.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+	defer stop()
+	if _, err := fmt.Fprintf(c, "GET %s?port=%d HTTP/1.1\r\nHost: box\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\n", agent.BridgePath, port, agent.BridgeProtocol); err != nil {
+		c.Close()
+		return nil, err
+	}
+	br := bufio.NewReaderSize(c, 4096)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		var e gen.ErrorResponse
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		resp.Body.Close()
+		c.Close()
+		if json.Unmarshal(body, &e) != nil || e.Error == "" {
+			e.Error = "the box's agent answered " + resp.Status
+		}
+		return nil, errors.New(e.Error)
+	}
+	if !stop() {
+		c.Close()
+		return nil, ctx.Err()
+	}
+	_ = c.SetDeadline(time.Time{})
+	return egress.WithBuffered(c, br), nil
+}
+
+// touch notes browser activity on a box, which keeps its recording from
+// stopping as idle.
+func (bs *browsers) touch(id string) { bs.recs.touch(id) }
+
+// mint issues a token for a CDP or live view URL.
+func (bs *browsers) mint(boxID, kind, tab string, ttl time.Duration) string {
+	now := bs.s.cfg.Clock.Now()
+	tok := secret() + secret()
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	for k, t := range bs.tokens {
+		if now.After(t.expires) {
+			delete(bs.tokens, k)
+		}
+	}
+	bs.tokens[tok] = &linkToken{box: boxID, kind: kind, tab: tab, expires: now.Add(ttl)}
+	return tok
+}
+
+// token returns the token of r when it is valid for box and kind.
+func (bs *browsers) token(r *http.Request, boxID, kind string) (*linkToken, bool) {
+	tok := r.URL.Query().Get("token")
+	if tok == "" {
+		return nil, false
+	}
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	t := bs.tokens[tok]
+	if t == nil || t.box != boxID || t.kind != kind || bs.s.cfg.Clock.Now().After(t.expires) {
+		return nil, false
+	}
+	return t, true
+}
+
+// baseURL is boxd's address as the API request in ctx reached it, with
+// scheme (http or ws).
+func baseURL(ctx context.Context, scheme string) string {
+	host := "127.0.0.1"
+	if a, ok := ctx.Value(http.LocalAddrContextKey).(net.Addr); ok {
+		host = a.String()
+	}
+	return scheme + "://" + host
+}
+
+// routes serves the URLs that carry a token instead of the API key (CDP
+// and live view) and the HLS segments of recordings, and passes the rest
+// to next.
+func (bs *browsers) routes(next http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v2/box/{id}/browser/cdp/{rest...}", bs.serveCDP)
+	mux.HandleFunc("GET /v2/box/{id}/browser/live", bs.serveLive)
+	mux.HandleFunc("GET /v2/box/{id}/browser/live/ws", bs.serveLiveWS)
+	mux.Handle("GET /v2/box/{id}/browser/recordings/{rid}/segments/{name}", bs.s.authenticate(http.HandlerFunc(bs.recs.serveSegment)))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// running returns the box of a token URL with its browser running.
+func (bs *browsers) running(w http.ResponseWriter, r *http.Request, id string) (*boxBrowser, *browser.Controller, bool) {
+	b, err := bs.s.db.Box(id)
+	if err != nil {
+		writeError(w, http.StatusNotFound, "box not found")
+		return nil, nil, false
+	}
+	bb, ctl, err := bs.ensure(r.Context(), b)
+	if err != nil {
+		if r.Context().Err() == nil {
+			writeError(w, statusOf(err), err.Error())
+		}
+		return nil, nil, false
+	}
+	return bb, ctl, true
+}
+
+// serveCDP is the CDP URL: a WebSocket to the box's browser target (or to
+// a page target, at devtools/page/<id>), and /json/version for tools that
+// start from an http URL.
+func (bs *browsers) serveCDP(w http.ResponseWriter, r *http.Request) {
+	id, rest := r.PathValue("id"), r.PathValue("rest")
+	if _, ok := bs.token(r, id, "cdp"); !ok {
+		writeError(w, http.StatusUnauthorized, "the CDP URL's token is invalid or has expired; get a new URL")
+		return
+	}
+	bb, _, ok := bs.running(w, r, id)
+	if !ok {
+		return
+	}
+	bb.mu.Lock()
+	port, path := bb.port, bb.path
+	bb.mu.Unlock()
+	switch strings.TrimSuffix(rest, "/") {
+	case "json/version":
+		scheme := "ws"
+		ws := scheme + "://" + r.Host + "/v2/box/" + id + "/browser/cdp" + path + "?token=" + url.QueryEscape(r.URL.Query().Get("token"))
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"Browser": "Chromium", "Protocol-Version": "1.3", "webSocketDebuggerUrl": ws})
+		return
+	}
+	target := path
+	if strings.HasPrefix(rest, "devtools/page/") {
+		target = "/" + rest
+	}
+	hostport := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			c, err := bs.dial(ctx, id, port)
+			if err != nil {
+				return nil, err
+			}
+			return bb.track(c)
+		},
+		DisableKeepAlives: true,
+	}
+	defer tr.CloseIdleConnections()
+	rp := &httputil.ReverseProxy{
+		Transport: tr,
+		ErrorLog:  bs.s.net.previews.errorLog,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", hostport
+			pr.Out.URL.Path, pr.Out.URL.RawPath, pr.Out.URL.RawQuery = target, "", ""
+			// Chromium accepts DevTools requests for an IP host without
+			// an Origin; the token was boxd's to check.
+			pr.Out.Host = hostport
+			for _, h := range []string{"Origin", "X-Box-Api-Key", "Authorization", "Cookie"} {
+				pr.Out.Header.Del(h)
+			}
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() == nil {
+				writeError(w, http.StatusBadGateway, "the box's browser is unreachable: "+err.Error())
+			}
+		},
+	}
+	rp.ServeHTTP(w, r)
+}
+
+// track registers a connection to close when the browser stops.
+func (bb *boxBrowser) track(c net.Conn) (net.Conn, error) {
+	bb.mu.Lock()
+	defer bb.mu.Unlock()
+	if bb.ctl == nil {
+		c.Close()
+		return nil, errors.New("the browser stopped")
+	}
+	tc := &trackedConn{Conn: c, bb: bb}
+	bb.conns[tc] = struct{}{}
+	return tc, nil
+}
+
+type trackedConn struct {
+	net.Conn
+	bb   *boxBrowser
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.bb.mu.Lock()
+		delete(c.bb.conns, c)
+		c.bb.mu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+func (c *trackedConn) CloseWrite() error { return egress.CloseWrite(c.Conn) }
+
+// tailWriter keeps the last max bytes written to it.
+type tailWriter struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailWriter) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+// close stops every recording, then every browser.
+func (bs *browsers) close() {
+	bs.mu.Lock()
+	bs.closed = true
+	all := make([]*boxBrowser, 0, len(bs.boxes))
+	for _, bb := range bs.boxes {
+		all = append(all, bb)
+	}
+	bs.mu.Unlock()
+	bs.recs.close()
+	bs.cancel()
+	var wg sync.WaitGroup
+	for _, bb := range all {
+		wg.Go(bb.shutdown)
+	}
+	wg.Wait()
+}

@@ -1,0 +1,700 @@
+package local
+
+// Git on boxd. Every git route runs the real git inside the box, through
+// the agent's process route, in the request's folder; nothing of the
+// repository is touched from the host.
+//
+// The box's GitHub token authenticates clone, push and `git exec` (fetch,
+// pull, ls-remote...) without being written anywhere in the box: it is
+// handed to that one git process as an http.<GitHub URL>/.extraHeader
+// setting in the process's environment (GIT_CONFIG_COUNT/KEY/VALUE), so git
+// sends it only to the configured GitHub host, and .git/config and the
+// remote URL stay clean. Everything boxd returns or logs is scrubbed of
+// the token and of its Basic-auth form.
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/upstash/box-go/gen"
+	"github.com/upstash/box-go/local/internal/agent"
+	"github.com/upstash/box-go/local/internal/sandbox"
+	"github.com/upstash/box-go/local/internal/store"
+)
+
+func init() {
+	implement("GitClone", "GitStatus", "GitDiff", "GitCommit", "GitPush", "GitCheckout",
+		"GitCreatePR", "GitCreateIssue", "GitExec", "UpdateGitConfig")
+}
+
+// The identity commits get when neither the request, the box nor the
+// box's git configuration names one.
+const (
+	defaultGitUserName  = "Upstash Box"
+	defaultGitUserEmail = "box@upstash.com"
+)
+
+// maxGitOutput bounds what boxd reads of one git command's output (a diff,
+// a log); the rest is dropped and the text says so.
+const maxGitOutput = 16 << 20
+
+// Default GitHub locations (Config.GitHubURL, Config.GitHubAPIURL).
+const (
+	defaultGitHubURL    = "https://github.com"
+	defaultGitHubAPIURL = "https://api.github.com"
+)
+
+// githubURLs returns the configured GitHub web and API base URLs, without
+// a trailing slash. A GitHub Enterprise web URL without an API URL gets
+// the Enterprise API path, {url}/api/v3.
+func (s *Server) githubURLs() (web, api string) {
+	web = strings.TrimRight(s.cfg.GitHubURL, "/")
+	api = strings.TrimRight(s.cfg.GitHubAPIURL, "/")
+	if web == "" {
+		web = defaultGitHubURL
+	}
+	if api == "" {
+		api = defaultGitHubAPIURL
+		if web != defaultGitHubURL {
+			api = web + "/api/v3"
+		}
+	}
+	return web, api
+}
+
+// ownerRepo is the owner/repo shorthand of the clone request.
+var ownerRepo = regexp.MustCompile(`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$`)
+
+// hostRepo is github.com/owner/repo: a host name (with a dot, or the
+// configured GitHub host) and two path segments.
+var hostRepo = regexp.MustCompile(`^([A-Za-z0-9.-]+(?::[0-9]+)?)/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+?)/?$`)
+
+// scpLike is git's user@host:path form of an ssh URL.
+var scpLike = regexp.MustCompile(`^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^/]`)
+
+// resolveRepo turns the repo of a clone request into the URL git clones:
+// "owner/repo" is on the configured GitHub; "host/owner/repo" is
+// https://host/owner/repo (the configured GitHub's own scheme and port
+// when host is its host); a URL (scheme://..., or git's user@host:path)
+// is used as given.
+func (s *Server) resolveRepo(repo string) (string, error) {
+	web, _ := s.githubURLs()
+	switch {
+	case repo == "":
+		return "", errorf(http.StatusBadRequest, "repo is required")
+	case strings.HasPrefix(repo, "-") || strings.ContainsAny(repo, " \t\r\n\x00"):
+		return "", errorf(http.StatusBadRequest, "repo %q is not a repository URL or owner/repo", repo)
+	case strings.Contains(repo, "://"), scpLike.MatchString(repo):
+		return repo, nil
+	case ownerRepo.MatchString(repo):
+		return web + "/" + repo, nil
+	}
+	if m := hostRepo.FindStringSubmatch(repo); m != nil {
+		if u, err := url.Parse(web); err == nil && strings.EqualFold(m[1], u.Host) {
+			return web + "/" + m[2], nil
+		}
+		if strings.Contains(m[1], ".") {
+			return "https://" + m[1] + "/" + m[2], nil
+		}
+	}
+	return "", errorf(http.StatusBadRequest, "repo %q is not a repository URL (https://github.com/owner/repo), host/owner/repo or owner/repo", repo)
+}
+
+// secrets are texts that never leave boxd: a token and its encodings.
+type secrets []string
+
+// secretsOf returns the forms of each token that git or an API could echo.
+func secretsOf(tokens ...string) secrets {
+	var s secrets
+	for _, t := range tokens {
+		if len(t) < 4 { // scrubbing "" or "a" would mangle every text
+			continue
+		}
+		s = append(s, t, basicAuth(t), base64.StdEncoding.EncodeToString([]byte(t)), url.QueryEscape(t))
+	}
+	return s
+}
+
+// urlPassword matches the password of a URL's user info.
+var urlPassword = regexp.MustCompile(`(://[^/\s:@]*):[^@/\s]+@`)
+
+// scrub removes the secrets, and any password written into a URL, from a
+// text boxd returns or logs.
+func (s secrets) scrub(text string) string {
+	for _, v := range s {
+		if v != "" {
+			text = strings.ReplaceAll(text, v, "***")
+		}
+	}
+	return urlPassword.ReplaceAllString(text, "$1:***@")
+}
+
+// basicAuth is the Basic credential git sends for token, the way GitHub
+// takes installation and personal tokens.
+func basicAuth(token string) string {
+	return base64.StdEncoding.EncodeToString([]byte("x-access-token:" + token))
+}
+
+// gitBox is one git request's box: its record, its running sandbox, the
+// folder git runs in and the token it may use.
+type gitBox struct {
+	s      *Server
+	b      *store.Box
+	rt     *runtime
+	folder string
+	token  string
+	secret secrets
+	// proc reaches the agent's process route. It reads with a larger
+	// buffer than the box's shared transport: the route's trailers carry
+	// the base64 of git's last 4 KiB of standard error (a usage text, a
+	// rejected push), more than net/http's default 4 KiB read buffer
+	// accepts as a trailer.
+	proc *http.Transport
+}
+
+// gitBox finds box id, checks that it may run git, and starts it.
+func (c *controlPlane) gitBox(ctx context.Context, id string, folder *string) (*gitBox, error) {
+	b, err := c.box(id)
+	if err != nil {
+		return nil, err
+	}
+	if b.Ephemeral {
+		return nil, errorf(http.StatusBadRequest, "ephemeral boxes have no git: use a box without a TTL")
+	}
+	rt, err := c.s.boxes.ensureRunning(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	sock := c.s.layout(b.ID).Socket()
+	proc := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+		ReadBufferSize:     64 << 10,
+		DisableKeepAlives:  true, // nothing outlives the request
+		DisableCompression: true,
+	}
+	return &gitBox{s: c.s, b: b, rt: rt, folder: deref(folder), token: b.GitHubToken, secret: secretsOf(b.GitHubToken), proc: proc}, nil
+}
+
+// useToken makes git authenticate with token (a clone's own token).
+func (g *gitBox) useToken(token string) {
+	if token != "" {
+		g.token = token
+		g.secret = secretsOf(token, g.b.GitHubToken)
+	}
+}
+
+// dir is the absolute directory git runs in, as the box sees it.
+func (g *gitBox) dir() string {
+	switch {
+	case g.folder == "":
+		return sandbox.Home
+	case strings.HasPrefix(g.folder, "/"):
+		return path.Clean(g.folder)
+	}
+	return path.Join(sandbox.Home, g.folder)
+}
+
+// gitOpts says how to run one git command.
+type gitOpts struct {
+	// auth passes the token to git (clone, push, exec).
+	auth bool
+	// merge puts standard error into the output, in order (exec).
+	merge bool
+	// stdin is given to git.
+	stdin string
+}
+
+// gitResult is a finished git command. stderr is its last 4 KiB.
+type gitResult struct {
+	code      int
+	out       string
+	stderr    string
+	truncated bool
+}
+
+// msg is what git said about a failure: standard error, or the output
+// when it wrote nothing there.
+func (r gitResult) msg() string {
+	m := r.stderr
+	if strings.TrimSpace(m) == "" {
+		m = r.out
+	}
+	// git's hints repeat advice the API's message gives in its own words.
+	var lines []string
+	for line := range strings.Lines(m) {
+		if !strings.HasPrefix(line, "hint:") {
+			lines = append(lines, line)
+		}
+	}
+	m = strings.TrimSpace(strings.Join(lines, ""))
+	if len(m) > 4000 {
+		m = strings.ToValidUTF8(m[:4000], "") + "..."
+	}
+	return m
+}
+
+// git runs `git args...` in the box's folder. An error means git did not
+// run to its end; a non-zero exit is in the result. Its texts are scrubbed.
+func (g *gitBox) git(ctx context.Context, o gitOpts, args ...string) (gitResult, error) {
+	var res gitResult
+	env := map[string]string{
+		// Never wait for a password nobody can type.
+		"GIT_TERMINAL_PROMPT": "0",
+		"GCM_INTERACTIVE":     "never",
+		"GIT_PAGER":           "cat",
+	}
+	if o.auth && g.token != "" {
+		web, _ := g.s.githubURLs()
+		env["GIT_CONFIG_COUNT"] = "1"
+		env["GIT_CONFIG_KEY_0"] = "http." + web + "/.extraheader"
+		env["GIT_CONFIG_VALUE_0"] = "Authorization: Basic " + basicAuth(g.token)
+	}
+	preq := agent.ProcessRequest{Argv: append([]string{"git"}, args...), Folder: g.folder, Env: env, Stdin: o.stdin, MergeStderr: o.merge}
+	body, _ := json.Marshal(preq)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://box"+agent.ProcessPath, bytes.NewReader(body))
+	if err != nil {
+		return res, err
+	}
+	resp, err := g.proc.RoundTrip(req)
+	if err != nil {
+		return res, fmt.Errorf("box agent: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var e gen.ErrorResponse
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e)
+		if e.Error == "" {
+			e.Error = "box agent answered " + resp.Status
+		}
+		status := resp.StatusCode
+		if status < 400 || status > 499 {
+			status = http.StatusInternalServerError
+		}
+		return res, errorf(status, "%s", g.secret.scrub(e.Error))
+	}
+	var out bytes.Buffer
+	n, err := io.Copy(&out, io.LimitReader(resp.Body, maxGitOutput))
+	if err == nil && n == maxGitOutput {
+		var rest int64
+		rest, err = io.Copy(io.Discard, resp.Body)
+		res.truncated = rest > 0
+	}
+	if err != nil {
+		return res, fmt.Errorf("reading git's output: %w", err)
+	}
+	res.out = g.secret.scrub(out.String())
+	if res.truncated {
+		res.out += fmt.Sprintf("\n[output truncated at %d bytes]\n", maxGitOutput)
+	}
+	if msg := resp.Trailer.Get(agent.TrailerError); msg != "" {
+		return res, errorf(http.StatusFailedDependency, "cannot run git in the box: %s", g.secret.scrub(msg))
+	}
+	if res.code, err = strconv.Atoi(resp.Trailer.Get(agent.TrailerExitCode)); err != nil {
+		return res, errors.New("git's outcome was lost")
+	}
+	if raw, err := base64.StdEncoding.DecodeString(resp.Trailer.Get(agent.TrailerStderr)); err == nil {
+		res.stderr = g.secret.scrub(string(raw))
+	}
+	return res, nil
+}
+
+// notRepo reports a command that failed because its folder is not in a
+// git repository.
+func notRepo(r gitResult) bool {
+	return r.code != 0 && strings.Contains(r.stderr, "not a git repository")
+}
+
+// failed turns a failed git command into the API's error: 400 with what
+// git said, naming the folder when it is not a repository.
+func (g *gitBox) failed(op string, r gitResult) error {
+	if notRepo(r) {
+		return errorf(http.StatusBadRequest, "git %s: %s is not in a git repository", op, g.dir())
+	}
+	return errorf(http.StatusBadRequest, "git %s failed (exit %d): %s%s", op, r.code, r.msg(), authHint(r.msg()))
+}
+
+// authHint explains a failure that looks like missing or refused
+// credentials.
+func authHint(msg string) string {
+	for _, s := range []string{"could not read Username", "terminal prompts disabled", "Authentication failed", "403", "401"} {
+		if strings.Contains(msg, s) {
+			return " (the repository needs a GitHub token with access to it: give one at create as git.token, or as github_token with the clone)"
+		}
+	}
+	return ""
+}
+
+// checkArg refuses a branch or directory that git would read as an option.
+func checkArg(what, v string) error {
+	if strings.HasPrefix(v, "-") || strings.ContainsAny(v, "\x00\r\n") {
+		return errorf(http.StatusBadRequest, "%s %q is not valid", what, v)
+	}
+	return nil
+}
+
+func (c *controlPlane) GitClone(ctx context.Context, req gen.GitCloneRequestObject) (gen.GitCloneResponseObject, error) {
+	body := req.Body
+	if body == nil {
+		return nil, errorf(http.StatusBadRequest, "a JSON body with repo is required")
+	}
+	repoURL, err := c.s.resolveRepo(strings.TrimSpace(body.Repo))
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"clone", "--quiet"}
+	if d := body.Depth; d != nil {
+		if *d < 1 {
+			return nil, errorf(http.StatusBadRequest, "depth must be at least 1, got %d", *d)
+		}
+		args = append(args, "--depth", strconv.Itoa(*d))
+	}
+	if br := deref(body.Branch); br != "" {
+		if err := checkArg("branch", br); err != nil {
+			return nil, err
+		}
+		args = append(args, "--branch", br)
+	}
+	args = append(args, "--", repoURL)
+	if dir := deref(body.Directory); dir != "" {
+		if err := checkArg("directory", dir); err != nil {
+			return nil, err
+		}
+		args = append(args, dir)
+	}
+	g, err := c.gitBox(ctx, req.ID, body.Folder)
+	if err != nil {
+		return nil, err
+	}
+	token := deref(body.GithubToken)
+	g.useToken(token)
+	r, err := g.git(ctx, gitOpts{auth: true}, args...)
+	if err != nil {
+		return nil, err
+	}
+	shown := g.secret.scrub(repoURL)
+	if r.code != 0 {
+		msg := r.msg()
+		switch {
+		case strings.Contains(msg, "already exists and is not an empty directory"):
+			return nil, errorf(http.StatusConflict, "git clone %s: %s", shown, msg)
+		case strings.Contains(msg, "Remote branch"):
+			return nil, errorf(http.StatusBadRequest, "git clone %s: branch %s not found: %s", shown, deref(body.Branch), msg)
+		case strings.Contains(msg, "not found") || strings.Contains(msg, "does not appear to be a git repository"):
+			return nil, errorf(http.StatusBadRequest, "git clone %s: repository not found, or the token cannot read it: %s", shown, msg)
+		}
+		return nil, errorf(http.StatusBadRequest, "git clone %s failed: %s%s", shown, msg, authHint(msg))
+	}
+	// The box remembers a clone's token for its later pushes and pull
+	// requests, as if it had been given at create.
+	if token != "" && token != g.b.GitHubToken {
+		if err := c.s.updateBox(g.b.ID, func(b *store.Box) error { b.GitHubToken = token; return nil }); err != nil {
+			return nil, err
+		}
+	}
+	c.s.logf(g.b.ID, "info", "system", "git: cloned "+shown)
+	return gen.GitClone200JSONResponse(message("Repository cloned")), nil
+}
+
+func (c *controlPlane) GitStatus(ctx context.Context, req gen.GitStatusRequestObject) (gen.GitStatusResponseObject, error) {
+	g, err := c.gitBox(ctx, req.ID, req.Params.Folder)
+	if err != nil {
+		return nil, err
+	}
+	r, err := g.git(ctx, gitOpts{}, "status", "--porcelain")
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case notRepo(r):
+		// Outside a repository (the workspace root) there is nothing to
+		// report, as on the cloud.
+		return gen.GitStatus200JSONResponse{Status: ""}, nil
+	case r.code != 0:
+		return nil, g.failed("status", r)
+	}
+	return gen.GitStatus200JSONResponse{Status: r.out}, nil
+}
+
+// emptyTree is git's empty tree (SHA-1 repositories).
+const emptyTree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+// GitDiff answers `git diff HEAD`: staged and unstaged changes to tracked
+// files (new files once added). Outside a repository it is empty, like
+// the status.
+func (c *controlPlane) GitDiff(ctx context.Context, req gen.GitDiffRequestObject) (gen.GitDiffResponseObject, error) {
+	g, err := c.gitBox(ctx, req.ID, req.Params.Folder)
+	if err != nil {
+		return nil, err
+	}
+	// Outside a repository, git diff would compare files (--no-index);
+	// look first. Before the first commit, compare with the empty tree.
+	r, err := g.git(ctx, gitOpts{}, "rev-parse", "--verify", "--quiet", "HEAD")
+	if err != nil {
+		return nil, err
+	}
+	if !notRepo(r) {
+		against := "HEAD"
+		if r.code != 0 {
+			against = emptyTree
+		}
+		if r, err = g.git(ctx, gitOpts{}, "diff", against, "--"); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case notRepo(r):
+		return gen.GitDiff200JSONResponse{Diff: ""}, nil
+	case r.code != 0:
+		return nil, g.failed("diff", r)
+	}
+	return gen.GitDiff200JSONResponse{Diff: r.out}, nil
+}
+
+// identity is the name and email a commit is made with: the request's,
+// else the box's, else the git configuration's in the box, else boxd's
+// default.
+func (g *gitBox) identity(ctx context.Context, name, email string) (string, string, error) {
+	if name == "" {
+		name = g.b.GitUserName
+	}
+	if email == "" {
+		email = g.b.GitUserEmail
+	}
+	if name != "" && email != "" {
+		return name, email, nil
+	}
+	r, err := g.git(ctx, gitOpts{}, "config", "--get-regexp", `^user\.(name|email)$`)
+	if err != nil {
+		return "", "", err
+	}
+	for line := range strings.Lines(r.out) {
+		k, v, _ := strings.Cut(strings.TrimRight(line, "\n"), " ")
+		switch {
+		case k == "user.name" && name == "":
+			name = v
+		case k == "user.email" && email == "":
+			email = v
+		}
+	}
+	if name == "" {
+		name = defaultGitUserName
+	}
+	if email == "" {
+		email = defaultGitUserEmail
+	}
+	return name, email, nil
+}
+
+// GitCommit stages every change (git add -A) and commits it.
+func (c *controlPlane) GitCommit(ctx context.Context, req gen.GitCommitRequestObject) (gen.GitCommitResponseObject, error) {
+	body := req.Body
+	if body == nil || strings.TrimSpace(body.Message) == "" {
+		return nil, errorf(http.StatusBadRequest, "message is required")
+	}
+	if strings.ContainsAny(deref(body.AuthorName)+deref(body.AuthorEmail), "\x00\r\n<>") {
+		return nil, errorf(http.StatusBadRequest, "author_name and author_email must be one line without < or >")
+	}
+	g, err := c.gitBox(ctx, req.ID, body.Folder)
+	if err != nil {
+		return nil, err
+	}
+	r, err := g.git(ctx, gitOpts{}, "add", "-A")
+	if err != nil {
+		return nil, err
+	}
+	if r.code != 0 {
+		return nil, g.failed("commit", r)
+	}
+	name, email, err := g.identity(ctx, deref(body.AuthorName), deref(body.AuthorEmail))
+	if err != nil {
+		return nil, err
+	}
+	// The message goes through standard input: any text, any length.
+	r, err = g.git(ctx, gitOpts{stdin: body.Message}, "-c", "user.name="+name, "-c", "user.email="+email, "commit", "--quiet", "--file=-")
+	if err != nil {
+		return nil, err
+	}
+	if r.code != 0 {
+		if all := r.out + r.stderr; strings.Contains(all, "nothing to commit") || strings.Contains(all, "nothing added to commit") {
+			return nil, errorf(http.StatusConflict, "nothing to commit: the working tree of %s is clean", g.dir())
+		}
+		return nil, g.failed("commit", r)
+	}
+	r, err = g.git(ctx, gitOpts{}, "rev-parse", "HEAD")
+	if err != nil {
+		return nil, err
+	}
+	if r.code != 0 {
+		return nil, g.failed("rev-parse", r)
+	}
+	return gen.GitCommit200JSONResponse{Sha: strings.TrimSpace(r.out), Message: body.Message}, nil
+}
+
+// currentBranch is the branch checked out in the folder.
+func (g *gitBox) currentBranch(ctx context.Context) (string, error) {
+	r, err := g.git(ctx, gitOpts{}, "rev-parse", "--abbrev-ref", "HEAD")
+	if err != nil {
+		return "", err
+	}
+	if r.code != 0 {
+		return "", g.failed("rev-parse", r)
+	}
+	br := strings.TrimSpace(r.out)
+	if br == "HEAD" {
+		return "", errorf(http.StatusBadRequest, "HEAD is detached in %s: check out a branch first", g.dir())
+	}
+	return br, nil
+}
+
+// GitPush pushes a branch (the current one by default) to origin and sets
+// it as the branch's upstream: `git push -u origin <branch>`.
+func (c *controlPlane) GitPush(ctx context.Context, req gen.GitPushRequestObject) (gen.GitPushResponseObject, error) {
+	var branch string
+	var folder *string
+	if req.Body != nil {
+		branch, folder = deref(req.Body.Branch), req.Body.Folder
+	}
+	if err := checkArg("branch", branch); err != nil {
+		return nil, err
+	}
+	g, err := c.gitBox(ctx, req.ID, folder)
+	if err != nil {
+		return nil, err
+	}
+	if branch == "" {
+		if branch, err = g.currentBranch(ctx); err != nil {
+			return nil, err
+		}
+	}
+	r, err := g.git(ctx, gitOpts{auth: true}, "push", "--quiet", "-u", "origin", branch)
+	if err != nil {
+		return nil, err
+	}
+	if r.code != 0 {
+		msg := r.msg()
+		switch {
+		case notRepo(r):
+			return nil, g.failed("push", r)
+		case strings.Contains(msg, "[rejected]") || strings.Contains(msg, "non-fast-forward") || strings.Contains(msg, "fetch first"):
+			return nil, errorf(http.StatusConflict, "push of %s rejected: the remote branch has commits this one does not have (non-fast-forward); pull or rebase, then push again: %s", branch, msg)
+		case strings.Contains(msg, "src refspec"):
+			return nil, errorf(http.StatusBadRequest, "push: there is no local branch %q: %s", branch, msg)
+		}
+		return nil, errorf(http.StatusBadRequest, "git push origin %s failed: %s%s", branch, msg, authHint(msg))
+	}
+	c.s.logf(g.b.ID, "info", "system", "git: pushed "+branch)
+	return gen.GitPush200JSONResponse(message("Pushed " + branch)), nil
+}
+
+// GitCheckout switches to a branch: an existing local branch is checked
+// out; a branch that exists only on a remote is created tracking it (git
+// switch's guess); any other name creates a new branch at HEAD. Local
+// changes are carried along when git can; when they would be lost the
+// answer is 409 and nothing changes.
+func (c *controlPlane) GitCheckout(ctx context.Context, req gen.GitCheckoutRequestObject) (gen.GitCheckoutResponseObject, error) {
+	if req.Body == nil || strings.TrimSpace(req.Body.Branch) == "" {
+		return nil, errorf(http.StatusBadRequest, "branch is required")
+	}
+	branch := req.Body.Branch
+	if err := checkArg("branch", branch); err != nil {
+		return nil, err
+	}
+	g, err := c.gitBox(ctx, req.ID, req.Body.Folder)
+	if err != nil {
+		return nil, err
+	}
+	r, err := g.git(ctx, gitOpts{}, "switch", "--quiet", branch)
+	if err == nil && r.code != 0 && strings.Contains(r.stderr, "invalid reference") {
+		r, err = g.git(ctx, gitOpts{}, "switch", "--quiet", "--create", branch)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.code != 0 {
+		if strings.Contains(r.stderr, "would be overwritten") {
+			return nil, errorf(http.StatusConflict, "checkout %s: local changes would be overwritten; commit them first: %s", branch, r.msg())
+		}
+		return nil, g.failed("checkout "+branch, r)
+	}
+	return gen.GitCheckout200JSONResponse(message("Checked out " + branch)), nil
+}
+
+// GitExec runs `git args...` and answers its merged output and exit code,
+// 200 whatever the exit code. It has the token, so that fetch, pull and
+// ls-remote reach private repositories.
+func (c *controlPlane) GitExec(ctx context.Context, req gen.GitExecRequestObject) (gen.GitExecResponseObject, error) {
+	if req.Body == nil || len(req.Body.Args) == 0 {
+		return nil, errorf(http.StatusBadRequest, "args is required: git's arguments, without the leading git")
+	}
+	g, err := c.gitBox(ctx, req.ID, req.Body.Folder)
+	if err != nil {
+		return nil, err
+	}
+	r, err := g.git(ctx, gitOpts{auth: true, merge: true}, req.Body.Args...)
+	if err != nil {
+		return nil, err
+	}
+	return gen.GitExec200JSONResponse{Output: r.out, ExitCode: ptr(r.code)}, nil
+}
+
+// UpdateGitConfig sets the box-wide identity: on the box's record (which
+// commits use) and in the box user's global git configuration (which git
+// run any other way uses). Empty or omitted fields stay unchanged.
+func (c *controlPlane) UpdateGitConfig(ctx context.Context, req gen.UpdateGitConfigRequestObject) (gen.UpdateGitConfigResponseObject, error) {
+	var name, email string
+	if req.Body != nil {
+		name, email = deref(req.Body.GitUserName), deref(req.Body.GitUserEmail)
+	}
+	if name == "" && email == "" {
+		return nil, errorf(http.StatusBadRequest, "git_user_name or git_user_email is required")
+	}
+	if strings.ContainsAny(name+email, "\x00\r\n") {
+		return nil, errorf(http.StatusBadRequest, "git_user_name and git_user_email must be one line")
+	}
+	g, err := c.gitBox(ctx, req.ID, nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, kv := range [][2]string{{"user.name", name}, {"user.email", email}} {
+		if kv[1] == "" {
+			continue
+		}
+		r, err := g.git(ctx, gitOpts{}, "config", "--global", kv[0], kv[1])
+		if err != nil {
+			return nil, err
+		}
+		if r.code != 0 {
+			return nil, g.failed("config", r)
+		}
+	}
+	var out store.Box
+	err = c.s.updateBox(g.b.ID, func(b *store.Box) error {
+		if name != "" {
+			b.GitUserName = name
+		}
+		if email != "" {
+			b.GitUserEmail = email
+		}
+		out = *b
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return gen.UpdateGitConfig200JSONResponse{GitUserName: ptr(out.GitUserName), GitUserEmail: ptr(out.GitUserEmail)}, nil
+}

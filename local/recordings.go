@@ -1,0 +1,600 @@
+package local
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/upstash/box-go/gen"
+	"github.com/upstash/box-go/local/internal/browser"
+	"github.com/upstash/box-go/local/internal/store"
+)
+
+func init() {
+	implement("StartBrowserRecording", "ListBrowserRecordings", "StopBrowserRecording", "GetBrowserRecording",
+		"DownloadBrowserRecording", "GetBrowserRecordingPlaylist")
+}
+
+// A recording follows the box's foreground tab (the one the API used
+// last, or the newest one a CDP client opened) through its screencast;
+// boxd repeats the latest frame at recordingFPS and ffmpeg, on the host,
+// encodes it into 2-second HLS segments (H.264) that the playlist serves
+// while it records. When it stops, the segments are copied into an MP4.
+// The files live in the box's directory on the host (not in the box), and
+// go with the box; the records are in boxd's store.
+const (
+	maxRecordingSeconds = 600
+	recordingRetention  = 14 * 24 * time.Hour
+	recordingFPS        = 10
+)
+
+// recordingIdle stops a recording after this long without a change on
+// screen or a browser call (a variable for tests).
+var recordingIdle = 3 * time.Minute
+
+// recordings manages the boxes' recordings: one active per box.
+type recordings struct {
+	bs        *browsers
+	ffmpeg    string
+	ffmpegErr error
+
+	mu        sync.Mutex
+	active    map[string]*activeRecording // by box id
+	closed    bool
+	wg        sync.WaitGroup
+	stopSweep func() bool
+}
+
+type activeRecording struct {
+	rec  store.Recording // as it started
+	r    *browser.Recorder
+	done chan struct{} // closed once the record is final
+}
+
+func newRecordings(bs *browsers) *recordings {
+	rs := &recordings{bs: bs, active: map[string]*activeRecording{}}
+	rs.ffmpeg, rs.ffmpegErr = exec.LookPath("ffmpeg")
+	if rs.ffmpegErr != nil {
+		rs.ffmpegErr = errors.New("ffmpeg is not installed on this machine (on Debian: apt-get install ffmpeg)")
+	}
+	rs.upkeep(true)
+	return rs
+}
+
+func (rs *recordings) dir(boxID, id string) string {
+	return filepath.Join(rs.bs.s.layout(boxID).Root, "recordings", id)
+}
+
+// upkeep makes the records right: a recording that was running when boxd
+// stopped (at start) is finished from the segments it has, a recording
+// of a box that is gone is forgotten, and an expired recording's files
+// are deleted. It runs again every hour.
+func (rs *recordings) upkeep(atStart bool) {
+	db := rs.bs.s.db
+	all, err := db.AllRecordings()
+	if err != nil {
+		rs.bs.s.log.Warn("recordings: cannot read records", "err", err)
+	}
+	now := time.Now()
+	for _, rec := range all {
+		if _, err := db.Box(rec.BoxID); errors.Is(err, store.ErrNotFound) {
+			_ = db.DeleteRecording(rec.BoxID, rec.ID)
+			continue
+		}
+		dir := rs.dir(rec.BoxID, rec.ID)
+		switch {
+		case rec.Status == "recording" && atStart:
+			rs.recover(rec, dir)
+		case (rec.Status == "completed" || rec.Status == "failed") && rec.ExpiresAt != 0 && now.Unix() >= rec.ExpiresAt:
+			_ = os.RemoveAll(dir)
+			rec.Status = "deleted"
+			if err := db.PutRecording(rec); err != nil {
+				rs.bs.s.log.Warn("recordings: cannot update a record", "err", err)
+			}
+		}
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if !rs.closed {
+		rs.stopSweep = time.AfterFunc(time.Hour, func() { rs.upkeep(false) }).Stop
+	}
+}
+
+// recover finishes a recording that boxd did not get to stop.
+func (rs *recordings) recover(rec *store.Recording, dir string) {
+	rec.StoppedReason = browser.StopLost
+	rec.EndedAt = time.Now().Unix()
+	n, size := countSegments(dir)
+	rec.SegmentCount, rec.SizeBytes = int64(n), size
+	rec.DurationMs = playlistDuration(filepath.Join(dir, browser.PlaylistName)).Milliseconds()
+	rec.Status = "failed"
+	if n > 0 && rs.ffmpegErr == nil {
+		if mp4, err := browser.Remux(rs.ffmpeg, dir); err == nil {
+			rec.Status, rec.MP4SizeBytes = "completed", mp4
+		} else {
+			rec.Error = err.Error()
+		}
+	} else {
+		rec.Error = "boxd stopped before the recording had any video"
+	}
+	rec.ExpiresAt = rec.EndedAt + int64(recordingRetention/time.Second)
+	if err := rs.bs.s.db.PutRecording(rec); err != nil {
+		rs.bs.s.log.Warn("recordings: cannot update a record", "err", err)
+	}
+}
+
+func countSegments(dir string) (int, int64) {
+	ents, _ := os.ReadDir(dir)
+	var n int
+	var size int64
+	for _, e := range ents {
+		if segmentName.MatchString(e.Name()) {
+			if fi, err := e.Info(); err == nil {
+				n++
+				size += fi.Size()
+			}
+		}
+	}
+	return n, size
+}
+
+// playlistDuration adds up the segment durations of an HLS playlist.
+func playlistDuration(path string) time.Duration {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	var total float64
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "#EXTINF:"); ok {
+			v, _, _ = strings.Cut(v, ",")
+			if d, err := strconv.ParseFloat(v, 64); err == nil {
+				total += d
+			}
+		}
+	}
+	return time.Duration(total * float64(time.Second))
+}
+
+var segmentName = regexp.MustCompile(`^seg[0-9]{5}\.ts$`)
+
+// touch notes activity on box's active recording.
+func (rs *recordings) touch(boxID string) {
+	rs.mu.Lock()
+	ar := rs.active[boxID]
+	rs.mu.Unlock()
+	if ar != nil {
+		ar.r.Touch()
+	}
+}
+
+// start starts a recording of b's browser.
+func (rs *recordings) start(ctx context.Context, b *store.Box, maxSeconds int) (*store.Recording, error) {
+	if !b.Browser {
+		return nil, noBrowser(b)
+	}
+	if rs.ffmpegErr != nil {
+		return nil, errorf(http.StatusNotImplemented, "boxd cannot record here: %v", rs.ffmpegErr)
+	}
+	_, ctl, err := rs.bs.ensure(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.closed {
+		return nil, errClosing
+	}
+	if ar := rs.active[b.ID]; ar != nil {
+		return nil, errorf(http.StatusConflict, "box %s is already recording (%s); stop it first", b.ID, ar.rec.ID)
+	}
+	now := time.Now()
+	rec := &store.Recording{
+		ID: newID("rec-"), BoxID: b.ID, Status: "recording", StartedAt: now.Unix(), StartedAtNs: now.UnixNano(),
+		MaxDurationSeconds: maxSeconds,
+	}
+	r, err := browser.StartRecorder(ctl, browser.RecorderConfig{
+		FFmpeg: rs.ffmpeg, Dir: rs.dir(b.ID, rec.ID), FPS: recordingFPS,
+		MaxDuration: time.Duration(maxSeconds) * time.Second, IdleTimeout: recordingIdle,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting the recording: %w", err)
+	}
+	if err := rs.bs.s.db.PutRecording(rec); err != nil {
+		r.Stop(browser.StopLost)
+		return nil, err
+	}
+	ar := &activeRecording{rec: *rec, r: r, done: make(chan struct{})}
+	rs.active[b.ID] = ar
+	rs.wg.Add(1)
+	go func() {
+		defer rs.wg.Done()
+		<-r.Done()
+		rs.finish(ar)
+	}()
+	rs.bs.s.logf(b.ID, "info", "system", "browser recording "+rec.ID+" started")
+	return rec, nil
+}
+
+// finish writes the final record of a recording that stopped.
+func (rs *recordings) finish(ar *activeRecording) {
+	res := ar.r.Result()
+	rec := ar.rec
+	rec.EndedAt = time.Now().Unix()
+	rec.DurationMs = res.Duration.Milliseconds()
+	rec.SegmentCount, rec.SizeBytes, rec.MP4SizeBytes = int64(res.Segments), res.SegmentBytes, res.MP4Bytes
+	rec.StoppedReason = res.Reason
+	rec.CPUNs = res.CPU.Nanoseconds()
+	rec.Markers = storeMarkers(res.Markers)
+	rec.Status = "completed"
+	if res.Err != nil {
+		rec.Error = res.Err.Error()
+		if res.MP4Bytes == 0 {
+			rec.Status = "failed"
+		}
+	}
+	rec.ExpiresAt = rec.EndedAt + int64(recordingRetention/time.Second)
+	db := rs.bs.s.db
+	if _, err := db.Box(rec.BoxID); errors.Is(err, store.ErrNotFound) {
+		_ = os.RemoveAll(rs.dir(rec.BoxID, rec.ID))
+	} else if err := db.PutRecording(&rec); err != nil {
+		rs.bs.s.log.Error("recordings: cannot store a record", "box", rec.BoxID, "recording", rec.ID, "err", err)
+	} else {
+		msg := fmt.Sprintf("browser recording %s stopped (%s): %.1fs of video, ffmpeg used %.2fs of CPU", rec.ID, rec.StoppedReason, res.Duration.Seconds(), res.CPU.Seconds())
+		if rec.Error != "" {
+			msg += "; " + rec.Error
+		}
+		rs.bs.s.logf(rec.BoxID, "info", "system", msg)
+	}
+	rs.mu.Lock()
+	if rs.active[rec.BoxID] == ar {
+		delete(rs.active, rec.BoxID)
+	}
+	rs.mu.Unlock()
+	close(ar.done)
+}
+
+func storeMarkers(ms []browser.Marker) []store.RecordingMarker {
+	out := make([]store.RecordingMarker, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, store.RecordingMarker{Type: "tab_switch", AtMs: m.At.Milliseconds(), EndMs: m.End.Milliseconds(), Label: m.Label, TabID: m.TabID})
+	}
+	return out
+}
+
+// view returns what is known of a recording now: the store's record, or
+// the active recording's progress.
+func (rs *recordings) view(boxID, id string) (*store.Recording, error) {
+	rs.mu.Lock()
+	ar := rs.active[boxID]
+	rs.mu.Unlock()
+	if ar != nil && ar.rec.ID == id {
+		select {
+		case <-ar.done:
+		default:
+			return ar.live(rs.dir(boxID, id)), nil
+		}
+	}
+	rec, err := rs.bs.s.db.Recording(boxID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errorf(http.StatusNotFound, "recording %s not found", id)
+	}
+	return rec, err
+}
+
+func (ar *activeRecording) live(dir string) *store.Recording {
+	rec := ar.rec
+	rec.DurationMs = time.Since(ar.r.Started()).Milliseconds()
+	n, size := countSegments(dir)
+	rec.SegmentCount, rec.SizeBytes = int64(n), size
+	rec.Markers = storeMarkers(ar.r.Markers())
+	return &rec
+}
+
+// stop stops box's active recording and returns its final record.
+func (rs *recordings) stop(ctx context.Context, boxID string) (*store.Recording, error) {
+	rs.mu.Lock()
+	ar := rs.active[boxID]
+	rs.mu.Unlock()
+	if ar == nil {
+		return nil, errorf(http.StatusConflict, "box %s has no active recording", boxID)
+	}
+	rs.wg.Go(func() { ar.r.Stop(browser.StopRequested) })
+	select {
+	case <-ar.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return rs.view(boxID, ar.rec.ID)
+}
+
+// close stops every active recording and waits for their files.
+func (rs *recordings) close() {
+	rs.mu.Lock()
+	rs.closed = true
+	if rs.stopSweep != nil {
+		rs.stopSweep()
+	}
+	all := make([]*activeRecording, 0, len(rs.active))
+	for _, ar := range rs.active {
+		all = append(all, ar)
+	}
+	rs.mu.Unlock()
+	for _, ar := range all {
+		ar.r.Stop(browser.StopLost)
+	}
+	rs.wg.Wait()
+}
+
+func recordingData(r *store.Recording) gen.Recording {
+	out := gen.Recording{
+		ID: r.ID, BoxID: r.BoxID, Status: gen.RecordingStatus(r.Status), StartedAt: r.StartedAt,
+		Markers: []gen.RecordingMarker{},
+	}
+	if r.EndedAt != 0 {
+		out.EndedAt = ptr(r.EndedAt)
+	}
+	if r.DurationMs != 0 || r.Status != "recording" {
+		out.DurationMs = ptr(r.DurationMs)
+	}
+	if r.SizeBytes != 0 {
+		out.SizeBytes = ptr(r.SizeBytes)
+	}
+	if r.SegmentCount != 0 {
+		out.SegmentCount = ptr(r.SegmentCount)
+	}
+	if r.MP4SizeBytes != 0 {
+		out.Mp4SizeBytes = ptr(r.MP4SizeBytes)
+	}
+	if r.StoppedReason != "" {
+		out.StoppedReason = ptr(gen.RecordingStoppedReason(r.StoppedReason))
+	}
+	if r.MaxDurationSeconds != 0 {
+		out.MaxDurationSeconds = ptr(r.MaxDurationSeconds)
+	}
+	if r.ExpiresAt != 0 {
+		out.ExpiresAt = ptr(r.ExpiresAt)
+	}
+	for _, m := range r.Markers {
+		wm := gen.RecordingMarker{Type: gen.RecordingMarkerType(m.Type), AtMs: m.AtMs}
+		if m.EndMs != 0 {
+			wm.EndMs = ptr(m.EndMs)
+		}
+		if m.Label != "" {
+			wm.Label = ptr(m.Label)
+		}
+		if m.TabID != "" {
+			wm.TabID = ptr(m.TabID)
+		}
+		out.Markers = append(out.Markers, wm)
+	}
+	return out
+}
+
+func (c *controlPlane) StartBrowserRecording(ctx context.Context, req gen.StartBrowserRecordingRequestObject) (gen.StartBrowserRecordingResponseObject, error) {
+	maxSeconds := maxRecordingSeconds
+	if req.Body != nil && req.Body.MaxDurationSeconds != nil {
+		maxSeconds = *req.Body.MaxDurationSeconds
+		if maxSeconds < 1 || maxSeconds > maxRecordingSeconds {
+			return nil, errorf(http.StatusBadRequest, "max_duration_seconds must be between 1 and %d, got %d", maxRecordingSeconds, maxSeconds)
+		}
+	}
+	b, err := c.box(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := c.s.browsers.recs.start(ctx, b, maxSeconds)
+	if err != nil {
+		return nil, err
+	}
+	return gen.StartBrowserRecording200JSONResponse(recordingData(rec)), nil
+}
+
+func (c *controlPlane) StopBrowserRecording(ctx context.Context, req gen.StopBrowserRecordingRequestObject) (gen.StopBrowserRecordingResponseObject, error) {
+	b, err := c.box(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	if !b.Browser {
+		return nil, noBrowser(b)
+	}
+	rec, err := c.s.browsers.recs.stop(ctx, b.ID)
+	if err != nil {
+		return nil, err
+	}
+	return gen.StopBrowserRecording200JSONResponse(recordingData(rec)), nil
+}
+
+func (c *controlPlane) GetBrowserRecording(ctx context.Context, req gen.GetBrowserRecordingRequestObject) (gen.GetBrowserRecordingResponseObject, error) {
+	b, err := c.box(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := c.s.browsers.recs.view(b.ID, req.RecordingID)
+	if err != nil {
+		return nil, err
+	}
+	return gen.GetBrowserRecording200JSONResponse(recordingData(rec)), nil
+}
+
+// ListBrowserRecordings pages through a box's recordings, newest first;
+// the cursor is the id of the last recording of the previous page.
+func (c *controlPlane) ListBrowserRecordings(ctx context.Context, req gen.ListBrowserRecordingsRequestObject) (gen.ListBrowserRecordingsResponseObject, error) {
+	b, err := c.box(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	limit := derefOr(req.Params.Limit, 100)
+	if limit < 1 || limit > 100 {
+		return nil, errorf(http.StatusBadRequest, "limit must be between 1 and 100, got %d", limit)
+	}
+	all, err := c.s.db.Recordings(b.ID)
+	if err != nil {
+		return nil, err
+	}
+	start := 0
+	if cur := deref(req.Params.Cursor); cur != "" {
+		i := slices.IndexFunc(all, func(r *store.Recording) bool { return r.ID == cur })
+		if i < 0 {
+			return nil, errorf(http.StatusBadRequest, "cursor %q is not valid", cur)
+		}
+		start = i + 1
+	}
+	out := gen.ListBrowserRecordings200JSONResponse{Recordings: []gen.Recording{}}
+	end := min(start+limit, len(all))
+	for _, r := range all[start:end] {
+		if r.Status == "recording" {
+			if v, err := c.s.browsers.recs.view(b.ID, r.ID); err == nil {
+				r = v
+			}
+		}
+		out.Recordings = append(out.Recordings, recordingData(r))
+	}
+	if end < len(all) {
+		out.NextCursor = ptr(all[end-1].ID)
+	}
+	return out, nil
+}
+
+// multiFile reads files one after another and closes them all.
+type multiFile struct {
+	io.Reader
+	files []*os.File
+}
+
+func (m *multiFile) Close() error {
+	for _, f := range m.files {
+		f.Close()
+	}
+	return nil
+}
+
+func (c *controlPlane) DownloadBrowserRecording(ctx context.Context, req gen.DownloadBrowserRecordingRequestObject) (gen.DownloadBrowserRecordingResponseObject, error) {
+	b, err := c.box(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	rs := c.s.browsers.recs
+	rec, err := rs.view(b.ID, req.RecordingID)
+	if err != nil {
+		return nil, err
+	}
+	switch rec.Status {
+	case "recording":
+		return nil, errorf(http.StatusConflict, "recording %s is still in progress; stop it first", rec.ID)
+	case "deleted":
+		return nil, errorf(http.StatusNotFound, "recording %s has expired and its video was deleted", rec.ID)
+	}
+	dir := rs.dir(b.ID, rec.ID)
+	if f, err := os.Open(filepath.Join(dir, browser.MP4Name)); err == nil {
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		return gen.DownloadBrowserRecording200VideoMp4Response{Body: f, ContentLength: fi.Size()}, nil
+	}
+	// No MP4: the segments, one after another, are an MPEG-TS stream.
+	ents, _ := os.ReadDir(dir)
+	m := &multiFile{}
+	var readers []io.Reader
+	var size int64
+	for _, e := range ents {
+		if !segmentName.MatchString(e.Name()) {
+			continue
+		}
+		f, err := os.Open(filepath.Join(dir, e.Name()))
+		if err != nil {
+			m.Close()
+			return nil, err
+		}
+		if fi, err := f.Stat(); err == nil {
+			size += fi.Size()
+		}
+		m.files = append(m.files, f)
+		readers = append(readers, f)
+	}
+	if len(readers) == 0 {
+		msg := fmt.Sprintf("recording %s has no video", rec.ID)
+		if rec.Error != "" {
+			msg += ": " + rec.Error
+		}
+		return nil, errorf(http.StatusNotFound, "%s", msg)
+	}
+	m.Reader = io.MultiReader(readers...)
+	return gen.DownloadBrowserRecording200VideoMp2TResponse{Body: m, ContentLength: size}, nil
+}
+
+// GetBrowserRecordingPlaylist serves the HLS playlist with its segments at
+// segments/<name>, relative to the playlist's URL (served with the API
+// key, like the playlist).
+func (c *controlPlane) GetBrowserRecordingPlaylist(ctx context.Context, req gen.GetBrowserRecordingPlaylistRequestObject) (gen.GetBrowserRecordingPlaylistResponseObject, error) {
+	b, err := c.box(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	rs := c.s.browsers.recs
+	rec, err := rs.view(b.ID, req.RecordingID)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := os.ReadFile(filepath.Join(rs.dir(b.ID, rec.ID), browser.PlaylistName))
+	if err != nil {
+		return nil, errorf(http.StatusNotFound, "recording %s has no playlist", rec.ID)
+	}
+	var out strings.Builder
+	for line := range strings.Lines(string(raw)) {
+		l := strings.TrimRight(line, "\r\n")
+		if l != "" && !strings.HasPrefix(l, "#") {
+			l = "segments/" + filepath.Base(l)
+		}
+		out.WriteString(l + "\n")
+	}
+	s := out.String()
+	return gen.GetBrowserRecordingPlaylist200ApplicationVndAppleMpegurlResponse{Body: strings.NewReader(s), ContentLength: int64(len(s))}, nil
+}
+
+// serveSegment serves one HLS segment of a recording.
+func (rs *recordings) serveSegment(w http.ResponseWriter, r *http.Request) {
+	id, rid, name := r.PathValue("id"), r.PathValue("rid"), r.PathValue("name")
+	if !segmentName.MatchString(name) {
+		writeError(w, http.StatusNotFound, "no such segment")
+		return
+	}
+	b, err := rs.bs.s.db.Box(id)
+	if err != nil {
+		rs.bs.s.storeError(w, err)
+		return
+	}
+	if _, err := rs.view(b.ID, rid); err != nil {
+		writeError(w, statusOf(err), err.Error())
+		return
+	}
+	f, err := os.Open(filepath.Join(rs.dir(b.ID, rid), name))
+	if err != nil {
+		writeError(w, http.StatusNotFound, "no such segment")
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "video/mp2t")
+	http.ServeContent(w, r, name, fi.ModTime(), f)
+}
