@@ -16,7 +16,13 @@ func TestManagedHarness(t *testing.T) {
 	t.Parallel()
 	srv := boxtest.NewServer(t)
 	ctx := t.Context()
-	b := newBox(t, srv, &box.CreateParams{Agent: &box.AgentOptions{Harness: box.HarnessClaudeCode, Model: box.ClaudeCodeSonnet4_5, APIKey: "sk-ant-test-key"}})
+	b := newBox(t, srv, &box.CreateParams{
+		Agent: &box.AgentOptions{Harness: box.HarnessClaudeCode, Model: box.ClaudeCodeSonnet4_5, APIKey: "sk-ant-test-key"},
+		MCPServers: []box.MCPServer{
+			{Name: "fs", Package: "@modelcontextprotocol/server-filesystem", Args: []string{"/workspace"}},
+			{Name: "remote", URL: "https://mcp.example/x", Headers: map[string]string{"X-Team": "a"}},
+		},
+	})
 
 	// Without the CLI in the box, the run fails at once, naming it.
 	_, err := b.Agent.Run(ctx, &box.AgentParams{Prompt: "list files"})
@@ -76,8 +82,18 @@ func TestManagedHarness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(args, "sk-ant-test-key") || !strings.Contains(args, "--max-turns\n4\n") || !strings.Contains(args, "stream-json") {
+	if strings.Contains(args, "sk-ant-test-key") || !strings.Contains(args, "--max-turns\n4\n") || !strings.Contains(args, "stream-json") || !strings.Contains(args, "--mcp-config=/home/boxuser/.config/boxd/mcp.json") {
 		t.Errorf("claude argv = %q", args)
+	}
+	// The box's MCP servers are handed to the harness as its MCP config.
+	mcp, err := b.Files.ReadText(ctx, "/home/boxuser/.config/boxd/mcp.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"command": "npx"`, `"@modelcontextprotocol/server-filesystem"`, `"/workspace"`, `"url": "https://mcp.example/x"`, `"X-Team": "a"`} {
+		if !strings.Contains(mcp, want) {
+			t.Errorf("mcp config lacks %s:\n%s", want, mcp)
+		}
 	}
 
 	// The next run resumes the session the CLI reported.

@@ -44,7 +44,7 @@ func (inv *invocation) notRunnable(msg string) string {
 }
 
 // harnessCommand builds the invocation of box b's harness for prompt.
-func harnessCommand(b *store.Box, prompt string, options map[string]any, boxEnv map[string]string) (*invocation, error) {
+func harnessCommand(b *store.Box, prompt string, options map[string]any, boxEnv map[string]string, mcpConfig string) (*invocation, error) {
 	if b.Agent == "custom" || (b.Agent == "" && len(b.CustomRunner) > 0) {
 		var cr gen.CustomRunner
 		if err := json.Unmarshal(b.CustomRunner, &cr); err != nil || cr.Command == "" {
@@ -83,7 +83,7 @@ func harnessCommand(b *store.Box, prompt string, options map[string]any, boxEnv 
 	if err != nil {
 		return nil, err
 	}
-	argv, env, stdin, err := h.Command(harnesses.Spec{Model: b.Model, Prompt: prompt, SessionID: b.SessionID, Options: options, APIKey: key})
+	argv, env, stdin, err := h.Command(harnesses.Spec{Model: b.Model, Prompt: prompt, SessionID: b.SessionID, Options: options, APIKey: key, MCPConfig: mcpConfig})
 	if err != nil {
 		return nil, errorf(http.StatusBadRequest, "%s: %v", h.Name(), err)
 	}
@@ -121,7 +121,7 @@ func (c *controlPlane) prepareRun(ctx context.Context, id string, spec *runSpec)
 	if b.Ephemeral {
 		return nil, errorf(http.StatusBadRequest, "ephemeral boxes have no agent")
 	}
-	inv, err := harnessCommand(b, spec.prompt, spec.options, c.s.boxEnv(b))
+	inv, err := harnessCommand(b, spec.prompt, spec.options, c.s.boxEnv(b), "")
 	if err != nil {
 		return nil, err
 	}
@@ -282,4 +282,30 @@ func inferHarness(model string) string {
 		}
 	}
 	return "claude-code"
+}
+
+// mcpConfigPath is where boxd writes the box's MCP servers for a managed
+// harness, in the {"mcpServers": ...} form the CLIs read.
+const mcpConfigPath = "/home/boxuser/.config/boxd/mcp.json"
+
+// mcpConfig renders a box's MCP servers: npm packages run with npx,
+// URLs as HTTP servers with their headers.
+func mcpConfig(b *store.Box) ([]byte, error) {
+	var servers []gen.McpServer
+	if err := json.Unmarshal(b.MCPServers, &servers); err != nil {
+		return nil, err
+	}
+	out := map[string]any{}
+	for _, m := range servers {
+		if m.Source == gen.McpServerSourceNpm {
+			out[m.Name] = map[string]any{"command": "npx", "args": append([]string{"-y", m.PackageOrURL}, m.Args...)}
+			continue
+		}
+		entry := map[string]any{"type": "http", "url": m.PackageOrURL}
+		if len(m.Headers) > 0 {
+			entry["headers"] = m.Headers
+		}
+		out[m.Name] = entry
+	}
+	return json.MarshalIndent(map[string]any{"mcpServers": out}, "", "  ")
 }

@@ -432,7 +432,18 @@ func (rs *runs) runHarness(r *agentRun, o *outcome) error {
 			prompt += fmt.Sprintf("- %s (%s)\n", p, r.spec.files[i].mediaType)
 		}
 	}
-	inv, err := harnessCommand(r.box, prompt, r.spec.options, s.boxEnv(r.box))
+	mcp := ""
+	if len(r.box.MCPServers) > 0 && r.box.Agent != "custom" {
+		raw, err := mcpConfig(r.box)
+		if err != nil {
+			return fmt.Errorf("mcp servers: %w", err)
+		}
+		if err := s.writeBoxFile(r.ctx, rt, r.box.ID, mcpConfigPath, raw); err != nil {
+			return fmt.Errorf("mcp servers: %w", err)
+		}
+		mcp = mcpConfigPath
+	}
+	inv, err := harnessCommand(r.box, prompt, r.spec.options, s.boxEnv(r.box), mcp)
 	if err != nil {
 		return err
 	}
@@ -594,25 +605,33 @@ func (s *Server) writeAttachments(ctx context.Context, rt *runtime, boxID, runID
 		}
 		seen[f.name]++
 		p := dir + "/" + name
-		enc := gen.WriteFileRequestEncodingBase64
-		body, _ := json.Marshal(gen.WriteFileRequest{Path: p, Content: base64.StdEncoding.EncodeToString(f.data), Encoding: &enc})
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://box/v2/box/"+boxID+"/files/write", bytes.NewReader(body))
-		if err != nil {
+		if err := s.writeBoxFile(ctx, rt, boxID, p, f.data); err != nil {
 			return nil, err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := rt.transport.RoundTrip(req)
-		if err != nil {
-			return nil, err
-		}
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("write %s: %s", p, msg)
 		}
 		paths = append(paths, p)
 	}
 	return paths, nil
+}
+
+// writeBoxFile writes data to path in the box through its agent.
+func (s *Server) writeBoxFile(ctx context.Context, rt *runtime, boxID, path string, data []byte) error {
+	enc := gen.WriteFileRequestEncodingBase64
+	body, _ := json.Marshal(gen.WriteFileRequest{Path: path, Content: base64.StdEncoding.EncodeToString(data), Encoding: &enc})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://box/v2/box/"+boxID+"/files/write", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := rt.transport.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("write %s: %s", path, msg)
+	}
+	return nil
 }
 
 // relay carries a run's events to the client that started it. The run

@@ -134,6 +134,9 @@ func (claudeCode) Command(spec Spec) ([]string, map[string]string, string, error
 		return nil, nil, "", err
 	}
 	argv = append(argv, opts...)
+	if spec.MCPConfig != "" {
+		argv = append(argv, "--mcp-config="+spec.MCPConfig)
+	}
 	stdin := ""
 	if promptOnStdin(spec.Prompt) {
 		stdin = spec.Prompt

@@ -24,6 +24,10 @@ type Spec struct {
 	Options map[string]any
 	// APIKey is the provider key for the run.
 	APIKey string
+	// MCPConfig is the path, in the box, of an MCP configuration file
+	// ({"mcpServers": {...}}) for the box's MCP servers; "" when it has
+	// none. Harnesses whose CLI takes such a file pass it on.
+	MCPConfig string
 }
 
 // Harness is a managed harness.
