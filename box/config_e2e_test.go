@@ -3,6 +3,7 @@ package box_test
 import (
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -198,4 +199,53 @@ func TestInitCommand(t *testing.T) {
 	if err := b.SetInitCommand(ctx, ""); err == nil {
 		t.Error("empty init command accepted")
 	}
+}
+
+// TestInitCommandServesPublicURL: a keep-alive box's init command serves a
+// port that its public URL reaches; after boxd restarts, the box starts
+// again on its own, its init command with it, and the same URL works.
+func TestInitCommandServesPublicURL(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := t.Context()
+	pc := previewClient(t)
+	var id string
+	t.Run("first", func(t *testing.T) {
+		srv := boxtest.NewServer(t, boxtest.WithDataDir(dir))
+		b := newBox(t, srv, &box.CreateParams{KeepAlive: true, InitCommand: "mkdir -p site && echo served-by-init > site/index.html && exec python3 -m http.server 8000 -d site"})
+		id = b.ID()
+		u, err := b.GetPublicURL(ctx, 8000, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the init command's server", func() bool {
+			code, body := fetch(t, pc, u.URL, "")
+			return code == http.StatusOK && body == "served-by-init\n"
+		})
+	})
+	srv := boxtest.NewServer(t, boxtest.WithDataDir(dir))
+	urls, err := mustGet(t, srv, id).ListPublicURLs(ctx)
+	if err != nil || len(urls) != 1 {
+		t.Fatalf("public URLs after restart = %+v, %v", urls, err)
+	}
+	// The URL names boxd's address of the time; send it to the new one.
+	u, err := url.Parse(urls[0].URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, _ := url.Parse(srv.URL())
+	u.Host = u.Hostname() + ":" + api.Port()
+	waitFor(t, "the init command to serve again after the restart", func() bool {
+		code, body := fetch(t, pc, u.String(), "")
+		return code == http.StatusOK && body == "served-by-init\n"
+	})
+}
+
+func mustGet(t *testing.T, srv *boxtest.Server, id string) *box.Box {
+	t.Helper()
+	b, err := srv.Client().Get(t.Context(), id, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
