@@ -4,6 +4,7 @@
 // "ok - <name>" line per check, non-zero exit on the first failure.
 
 import assert from "node:assert/strict";
+import { request } from "node:http";
 
 import { Box, BoxError } from "@upstash/box";
 
@@ -43,6 +44,27 @@ async function waitFor(what, fn, ms = 15000) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+// get fetches a public URL. Names under .localhost are not in DNS here, so
+// the request goes to boxd's address with the URL's Host header, as a
+// browser resolving *.localhost to loopback would send it.
+function get(url, headers = {}) {
+  const u = new URL(url);
+  const api = new URL(baseUrl);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { host: api.hostname, port: api.port, path: u.pathname, headers: { ...headers, host: u.host } },
+      (res) => {
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (d) => (body += d));
+        res.on("end", () => resolve({ status: res.statusCode, body }));
+      },
+    );
+    req.on("error", reject);
+    req.end();
+  });
 }
 
 async function main() {
@@ -104,6 +126,46 @@ async function main() {
     await rejectsWithStatus(Box.deleteEnv("A", conn), 404, "delete missing env var");
     await Box.setAllEnv({}, conn);
     assert.deepEqual(await Box.listEnv(conn), {});
+  });
+
+  await check("getPublicURL reaches a server in the box", async () => {
+    const r = await box.exec.command(
+      "mkdir -p site && echo hi-from-box > site/index.html && (nohup python3 -m http.server 3000 -d site >/dev/null 2>&1 &) && " +
+        "for i in $(seq 100); do curl -s --noproxy '*' -o /dev/null http://127.0.0.1:3000/ && exit 0; sleep 0.1; done; exit 1",
+    );
+    assert.equal(r.exitCode, 0, r.result);
+    const pub = await box.getPublicURL(3000);
+    assert.equal(pub.port, 3000);
+    assert.match(pub.url, new RegExp(`^http://${box.id}-3000\\.preview\\.localhost:\\d+$`));
+    assert.equal(pub.token, undefined);
+    const res = await get(pub.url + "/");
+    assert.equal(res.status, 200);
+    assert.equal(res.body, "hi-from-box\n");
+  });
+  await check("getPublicURL with bearer and basic auth", async () => {
+    const bearer = await box.getPublicURL(3000, { bearerToken: true });
+    assert.equal(typeof bearer.token, "string");
+    assert.equal((await get(bearer.url + "/")).status, 401);
+    assert.equal((await get(bearer.url + "/", { authorization: `Bearer ${bearer.token}` })).status, 200);
+    const basic = await box.getPublicURL(3000, { basicAuth: true });
+    assert.equal(typeof basic.username, "string");
+    assert.equal(typeof basic.password, "string");
+    const cred = Buffer.from(`${basic.username}:${basic.password}`).toString("base64");
+    assert.equal((await get(basic.url + "/")).status, 401);
+    assert.equal((await get(basic.url + "/", { authorization: `Basic ${cred}` })).status, 200);
+  });
+  await check("listPublicURLs and deletePublicURL", async () => {
+    const { publicURLs } = await box.listPublicURLs();
+    assert.deepEqual(publicURLs.map((p) => p.port), [3000]);
+    await box.deletePublicURL(3000);
+    assert.deepEqual((await box.listPublicURLs()).publicURLs, []);
+    assert.equal((await get(publicURLs[0].url + "/")).status, 404);
+  });
+  await check("updateNetworkPolicy takes effect on the running box", async () => {
+    await box.updateNetworkPolicy({ mode: "deny-all" });
+    const r = await box.exec.command("curl -s -o /dev/null -w '%{http_code}' http://example.com/ || true");
+    assert.equal(r.result, "403");
+    await box.updateNetworkPolicy({ mode: "allow-all" });
   });
 
   await check("init command needs a keep-alive box (client-side)", async () => {
