@@ -97,7 +97,10 @@ func (m *boxes) runtime(id string) *runtime {
 				var d net.Dialer
 				return d.DialContext(ctx, "unix", layout.Socket())
 			},
-			MaxIdleConnsPerHost:   64,
+			MaxIdleConnsPerHost: 64,
+			// Trailers carry a process's stderr tail (base64): more than
+			// the default 4 KiB buffer allows a trailer block to be.
+			ReadBufferSize:        64 << 10,
 			IdleConnTimeout:       90 * time.Second,
 			DisableCompression:    true,
 			ResponseHeaderTimeout: 0,

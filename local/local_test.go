@@ -430,26 +430,6 @@ func TestMalformedRequests(t *testing.T) {
 	}
 }
 
-// TestNotImplemented checks the answer to operations boxd has not built
-// yet (the README lists them): 501 with a message naming the operation.
-// When one of these gets built, pick another.
-func TestNotImplemented(t *testing.T) {
-	t.Parallel()
-	srv := boxtest.NewServer(t)
-	c := rawFor(t, srv)
-	b := newBox(t, srv, nil)
-	id := b.ID()
-	for _, tc := range []struct {
-		method, path string
-		body         any
-		names        string
-	}{
-		{"GET", "/v2/box/" + id + "/browser/tabs", nil, "ListBrowserTabs"},
-	} {
-		wantError(t, tc.method+" "+tc.path, c.do(tc.method, tc.path, tc.body, nil), http.StatusNotImplemented, tc.names, "not implemented")
-	}
-}
-
 // TestBodyLimit runs a boxd with a 1 KiB JSON body limit: larger JSON
 // bodies are refused with 413 whether or not they announce their length,
 // on the control plane and the data plane; uploads have their own limit.
