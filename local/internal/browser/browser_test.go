@@ -187,3 +187,67 @@ func TestWatchAcrossSites(t *testing.T) {
 		}
 	}
 }
+
+// TestRecorderStops records a still page: with nothing changing on
+// screen the recording stops as idle; a short maximum stops it first.
+// Then the HLS segments alone make an MP4, as after boxd was killed.
+func TestRecorderStops(t *testing.T) {
+	ffmpeg, err := exec.LookPath("ffmpeg")
+	if err != nil {
+		t.Skip("ffmpeg is not installed")
+	}
+	c := startChromium(t)
+	base := site(t)
+	if _, err := c.NewTab(t.Context(), base+"/still", WaitLoad, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	r, err := StartRecorder(c, RecorderConfig{FFmpeg: ffmpeg, Dir: dir + "/idle", MaxDuration: time.Minute, IdleTimeout: 1500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.Done():
+	case <-time.After(20 * time.Second):
+		r.Stop(StopRequested)
+		t.Fatal("a still page's recording did not stop as idle")
+	}
+	res := r.Result()
+	if res.Reason != StopIdle || res.Err != nil || res.MP4Bytes == 0 || res.Duration < 1500*time.Millisecond || res.Duration > 4*time.Second {
+		t.Errorf("idle recording = %+v", res)
+	}
+	if len(res.Markers) != 1 || res.Markers[0].Label != "Still" || res.Markers[0].End != res.Duration {
+		t.Errorf("markers = %+v", res.Markers)
+	}
+
+	r, err = StartRecorder(c, RecorderConfig{FFmpeg: ffmpeg, Dir: dir + "/max", MaxDuration: 2 * time.Second, IdleTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res = r.Result()
+	if res.Reason != StopMaxDuration || res.Duration != 2*time.Second {
+		t.Errorf("2s recording = %+v", res)
+	}
+	if again := r.Stop(StopRequested); again.Reason != StopMaxDuration {
+		t.Errorf("Stop after the end changed the reason to %q", again.Reason)
+	}
+
+	// What a killed boxd leaves: segments and a playlist without its end.
+	crashed := dir + "/crashed"
+	if err := os.MkdirAll(crashed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir + "/max")
+	for _, e := range ents {
+		raw, _ := os.ReadFile(dir + "/max/" + e.Name())
+		if e.Name() == PlaylistName {
+			raw = []byte(strings.ReplaceAll(string(raw), "#EXT-X-ENDLIST\n", ""))
+		}
+		if strings.HasSuffix(e.Name(), ".ts") || e.Name() == PlaylistName {
+			_ = os.WriteFile(crashed+"/"+e.Name(), raw, 0o600)
+		}
+	}
+	if n, err := Remux(ffmpeg, crashed); err != nil || n == 0 {
+		t.Errorf("Remux = %d, %v", n, err)
+	}
+}

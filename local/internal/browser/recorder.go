@@ -10,6 +10,7 @@ import (
 	"image/draw"
 	"image/jpeg"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,7 +109,7 @@ func StartRecorder(ctl *Controller, cfg RecorderConfig) (*Recorder, error) {
 		"-hide_banner", "-loglevel", "error",
 		"-f", "image2pipe", "-framerate", fps, "-c:v", "mjpeg", "-i", "pipe:0",
 		"-vf", fmt.Sprintf("scale=w=%d:h=%d:force_original_aspect_ratio=decrease:force_divisible_by=2,pad=%d:%d:(ow-iw)/2:(oh-ih)/2:color=white,format=yuv420p", castWidth, castHeight, castWidth, castHeight),
-		"-c:v", "libx264", "-preset", "veryfast", "-tune", "stillimage", "-crf", "30",
+		"-c:v", "libx264", "-preset", "ultrafast", "-tune", "stillimage", "-crf", "30",
 		"-r", fps, "-g", gop, "-keyint_min", gop, "-sc_threshold", "0",
 		"-f", "hls", "-hls_time", "2", "-hls_list_size", "0", "-hls_playlist_type", "event",
 		"-hls_segment_filename", filepath.Join(cfg.Dir, "seg%05d.ts"),
@@ -177,7 +178,8 @@ func (r *Recorder) run() {
 	)
 	defer func() { unwatch() }()
 	write := func(upTo time.Duration) {
-		want := int(upTo*time.Duration(fps)/time.Second) + 1
+		// Frames cover [i/fps, (i+1)/fps); enough to cover upTo.
+		want := max(1, int(math.Ceil(upTo.Seconds()*float64(fps))))
 		for written < want && werr == nil {
 			if _, err := r.stdin.Write(last); err != nil {
 				werr = err

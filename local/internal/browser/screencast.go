@@ -21,6 +21,11 @@ const (
 	castWidth   = 1280
 	castHeight  = 720
 	castQuality = 70
+	// castInterval paces the screencast: a frame is acknowledged (and
+	// Chromium encodes the next one) at most this often. An animated page
+	// would otherwise be encoded at its own frame rate, up to 60 per
+	// second, which costs Chromium most of a core.
+	castInterval = time.Second / 15
 )
 
 // caster runs a tab's screencast (Page.startScreencast) for as long as
@@ -209,6 +214,7 @@ func (t *tab) startCast() *caster {
 			// page to paint.
 			_, _ = chromedp.Call(bctx, page.StartScreencast, page.StartScreencastParams{
 				Format: page.StartScreencastFormatJpeg, Quality: &q, MaxWidth: castWidth, MaxHeight: castHeight, EveryNthFrame: 1,
+				MaxFramesInFlight: 1,
 			})
 			// The page's current image: a still page sends no frame
 			// until it changes.
@@ -223,6 +229,7 @@ func (t *tab) startCast() *caster {
 		defer pumps.Wait()
 		defer cancel()
 		begin()
+		var lastAck time.Time
 		for {
 			select {
 			case <-cctx.Done():
@@ -236,8 +243,16 @@ func (t *tab) startCast() *caster {
 			case <-navCh:
 				begin()
 			case ev := <-frameCh:
-				_, _ = chromedp.Call(cctx, page.ScreencastFrameAck, page.ScreencastFrameAckParams{SessionID: ev.SessionID})
 				cs.publish(&Frame{JPEG: ev.Data, At: time.Now()})
+				if wait := castInterval - time.Since(lastAck); wait > 0 {
+					select {
+					case <-time.After(wait):
+					case <-cctx.Done():
+						continue
+					}
+				}
+				lastAck = time.Now()
+				_, _ = chromedp.Call(cctx, page.ScreencastFrameAck, page.ScreencastFrameAckParams{SessionID: ev.SessionID})
 			}
 		}
 	}()
