@@ -198,22 +198,27 @@ func (m *boxes) ensureRunning(ctx context.Context, b *store.Box) (*runtime, erro
 		sb, err := m.start(b)
 
 		r.mu.Lock()
+		m.mu.Lock()
+		closing = m.closing
+		m.mu.Unlock()
+		if err == nil && (r.deleted || closing) {
+			// The box went away while it started. Its sandbox dies before
+			// the waiters are released: destroy waits for this start, and
+			// must then find nothing left writing into the box's files.
+			sb.Kill()
+			r.starting = nil
+			close(ch)
+			r.mu.Unlock()
+			if closing {
+				return nil, errClosing
+			}
+			return nil, errBoxNotFound
+		}
 		r.starting = nil
 		close(ch)
 		if err != nil {
 			r.mu.Unlock()
 			return nil, err
-		}
-		m.mu.Lock()
-		closing = m.closing
-		m.mu.Unlock()
-		if r.deleted || closing {
-			r.mu.Unlock()
-			sb.Kill()
-			if closing {
-				return nil, errClosing
-			}
-			return nil, errBoxNotFound
 		}
 		r.sb = sb
 		r.mu.Unlock()
@@ -333,18 +338,32 @@ func (m *boxes) destroy(id string) error {
 		r.deleted = true
 		sb := r.sb
 		r.sb = nil
+		starting := r.starting
 		r.mu.Unlock()
 		if sb != nil {
 			sb.Kill()
+		}
+		// A start in progress kills what it started before it ends.
+		if starting != nil {
+			select {
+			case <-starting:
+			case <-time.After(time.Minute):
+			}
 		}
 		r.transport.CloseIdleConnections()
 	}
 	m.srv.net.forgetBox(id)
 	root := m.srv.layout(id).Root
-	if err := os.RemoveAll(root); err != nil {
-		return fmt.Errorf("remove box files: %w", err)
+	// Processes killed a moment ago may still be closing files; try again
+	// briefly before giving up.
+	var err error
+	for attempt := 0; attempt < 50; attempt++ {
+		if err = os.RemoveAll(root); err == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	return nil
+	return fmt.Errorf("remove box files: %w", err)
 }
 
 // closeAll stops every running sandbox (boxd shutting down). Box files
