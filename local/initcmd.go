@@ -32,12 +32,15 @@ type inits struct {
 	s *Server
 
 	mu      sync.Mutex
-	running map[string]context.CancelFunc
+	running map[string]*supervisor
 	closed  bool
 	wg      sync.WaitGroup
 }
 
-func newInits(s *Server) *inits { return &inits{s: s, running: map[string]context.CancelFunc{}} }
+// supervisor is one running supervision of a box's init command.
+type supervisor struct{ cancel context.CancelFunc }
+
+func newInits(s *Server) *inits { return &inits{s: s, running: map[string]*supervisor{}} }
 
 // ensure starts the supervisor of box b's init command, unless it is
 // running, the box is not keep-alive or has no init command.
@@ -51,13 +54,15 @@ func (in *inits) ensure(b *store.Box) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	in.running[b.ID] = cancel
+	sup := &supervisor{cancel: cancel}
+	in.running[b.ID] = sup
 	in.wg.Add(1)
 	go func() {
 		defer in.wg.Done()
 		in.supervise(ctx, b.ID)
 		in.mu.Lock()
-		if in.running[b.ID] != nil {
+		// A restart may have put a new supervisor in this slot already.
+		if in.running[b.ID] == sup {
 			delete(in.running, b.ID)
 		}
 		in.mu.Unlock()
@@ -68,11 +73,11 @@ func (in *inits) ensure(b *store.Box) {
 // stop ends the supervisor of a box and its init command.
 func (in *inits) stop(id string) {
 	in.mu.Lock()
-	cancel := in.running[id]
+	sup := in.running[id]
 	delete(in.running, id)
 	in.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	if sup != nil {
+		sup.cancel()
 	}
 }
 
@@ -87,8 +92,8 @@ func (in *inits) restart(id string) {
 func (in *inits) closeAll() {
 	in.mu.Lock()
 	in.closed = true
-	for id, cancel := range in.running {
-		cancel()
+	for id, sup := range in.running {
+		sup.cancel()
 		delete(in.running, id)
 	}
 	in.mu.Unlock()
