@@ -517,6 +517,10 @@ func (bs *browsers) serveCDP(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]string{"Browser": "Chromium", "Protocol-Version": "1.3", "webSocketDebuggerUrl": ws})
 		return
 	}
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		writeError(w, http.StatusNotFound, "the CDP URL serves the DevTools WebSocket and /json/version only")
+		return
+	}
 	target := path
 	if strings.HasPrefix(rest, "devtools/page/") {
 		target = "/" + rest

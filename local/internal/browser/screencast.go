@@ -21,11 +21,11 @@ const (
 	castWidth   = 1280
 	castHeight  = 720
 	castQuality = 70
-	// castInterval paces the screencast: a frame is acknowledged (and
-	// Chromium encodes the next one) at most this often. An animated page
-	// would otherwise be encoded at its own frame rate, up to 60 per
-	// second, which costs Chromium most of a core.
-	castInterval = time.Second / 15
+	// castInterval paces the screencast at the recordings' 10 fps: a
+	// frame is acknowledged (and Chromium encodes the next one) at most
+	// this often. An animated page would otherwise be encoded at its own
+	// frame rate, up to 60 per second, which costs Chromium most of a core.
+	castInterval = time.Second / 10
 )
 
 // caster runs a tab's screencast (Page.startScreencast) for as long as
