@@ -21,7 +21,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/agent"
 	"github.com/upstash/box-go/local/internal/browser"
 	"github.com/upstash/box-go/local/internal/egress"
@@ -374,44 +373,7 @@ func (bs *browsers) launch(ctx context.Context, rt *runtime, b *store.Box, bb *b
 
 // dial connects to port inside box id through its agent's bridge.
 func (bs *browsers) dial(ctx context.Context, id string, port int) (net.Conn, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", bs.s.layout(id).Socket())
-	if err != nil {
-		return nil, err
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
-	}
-	_ = c.SetDeadline(deadline)
-	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
-	defer stop()
-	if _, err := fmt.Fprintf(c, "GET %s?port=%d HTTP/1.1\r\nHost: box\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\n", agent.BridgePath, port, agent.BridgeProtocol); err != nil {
-		c.Close()
-		return nil, err
-	}
-	br := bufio.NewReaderSize(c, 4096)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		c.Close()
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusSwitchingProtocols {
-		var e gen.ErrorResponse
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-		resp.Body.Close()
-		c.Close()
-		if json.Unmarshal(body, &e) != nil || e.Error == "" {
-			e.Error = "the box's agent answered " + resp.Status
-		}
-		return nil, errors.New(e.Error)
-	}
-	if !stop() {
-		c.Close()
-		return nil, ctx.Err()
-	}
-	_ = c.SetDeadline(time.Time{})
-	return egress.WithBuffered(c, br), nil
+	return bs.s.dialBox(ctx, id, port)
 }
 
 // touch notes browser activity on a box, which keeps its recording from

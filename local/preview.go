@@ -1,15 +1,12 @@
 package local
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log"
 	"log/slog"
 	"net"
@@ -270,13 +267,6 @@ var errPreviewGone = errors.New("public URL deleted")
 
 // bridgeError is the agent's refusal to bridge (nothing listens on the
 // port, or the port cannot be exposed).
-type bridgeError struct {
-	status int
-	msg    string
-}
-
-func (e *bridgeError) Error() string { return e.msg }
-
 // serve proxies one public URL request (or WebSocket) into the box.
 func (pv *previews) serve(w http.ResponseWriter, r *http.Request, id string, port int) {
 	p, err := pv.s.db.Preview(id, port)
@@ -365,44 +355,11 @@ func (pv *previews) dial(ctx context.Context, id string, port int) (net.Conn, er
 	if _, err := pv.s.db.Preview(id, port); err != nil {
 		return nil, errPreviewGone
 	}
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", pv.s.layout(id).Socket())
+	c, err := pv.s.dialBox(ctx, id, port)
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
-	}
-	_ = c.SetDeadline(deadline)
-	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
-	defer stop()
-	if _, err := fmt.Fprintf(c, "GET %s?port=%d HTTP/1.1\r\nHost: box\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\n", agent.BridgePath, port, agent.BridgeProtocol); err != nil {
-		c.Close()
-		return nil, err
-	}
-	br := bufio.NewReaderSize(c, 4096)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		c.Close()
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusSwitchingProtocols {
-		var e gen.ErrorResponse
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-		resp.Body.Close()
-		c.Close()
-		if json.Unmarshal(body, &e) != nil || e.Error == "" {
-			e.Error = fmt.Sprintf("the box's agent answered %s", resp.Status)
-		}
-		return nil, &bridgeError{status: resp.StatusCode, msg: e.Error}
-	}
-	if !stop() {
-		c.Close()
-		return nil, ctx.Err()
-	}
-	_ = c.SetDeadline(time.Time{})
-	return pv.track(previewKey{id, port}, egress.WithBuffered(c, br))
+	return pv.track(previewKey{id, port}, c)
 }
 
 // previewConn is a bridged connection to a box's port.
