@@ -40,6 +40,12 @@ func TestOfficialJSSDK05(t *testing.T) {
 	runJSScript(t, "box05.mjs")
 }
 
+// TestOfficialJSSDK05Snapshots runs js/snap05.mjs: snapshots, schedules
+// and ephemeral boxes through the official 0.5.5 JS SDK.
+func TestOfficialJSSDK05Snapshots(t *testing.T) {
+	runJSScript(t, "snap05.mjs")
+}
+
 // TestOfficialJSSDK05Config runs js/config05.mjs: labels, skills, account
 // env and the init command through the official 0.5.5 JS SDK.
 func TestOfficialJSSDK05Config(t *testing.T) {
