@@ -96,15 +96,48 @@ func deref[T any](p *T) T {
 	return *p
 }
 
-func (s *api) ExecCommand(ctx context.Context, req gen.ExecCommandRequestObject) (gen.ExecCommandResponseObject, error) {
-	if req.Body == nil {
+// execCommand prepares the command of an exec or exec-stream request.
+func (a *Agent) execCommand(body *gen.ExecRequest) (*exec.Cmd, error) {
+	if body == nil {
 		return nil, errorf(http.StatusBadRequest, "request body is required")
 	}
-	dir, err := folderPath(deref(req.Body.Folder))
+	dir, err := folderPath(deref(body.Folder))
 	if err != nil {
 		return nil, err
 	}
-	cmd, err := s.a.command(req.Body.Command, dir)
+	return a.command(body.Command, dir)
+}
+
+// codeRun prepares the command of a code or code-stream request, with
+// the cleanup to run after it and its time limit. A snippet that does not
+// compile becomes a command that reports it as the interpreter would: on
+// stderr, with exit code 1.
+func (a *Agent) codeRun(body *gen.CodeRequest) (*exec.Cmd, func(), time.Duration, error) {
+	if body == nil {
+		return nil, nil, 0, errorf(http.StatusBadRequest, "request body is required")
+	}
+	dir, err := folderPath(deref(body.Folder))
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	timeout := time.Duration(deref(body.Timeout)) * time.Millisecond
+	if timeout < 0 {
+		return nil, nil, 0, errorf(http.StatusBadRequest, "timeout must not be negative")
+	}
+	cmd, cleanup, err := a.codeCommand(body.Code, string(body.Language), dir)
+	var ce *compileError
+	if errors.As(err, &ce) {
+		cmd, err = a.command([]string{"sh", "-c", `printf '%s\n' "$0" >&2; exit 1`, ce.msg}, dir)
+		cleanup = func() {}
+	}
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return cmd, cleanup, timeout, nil
+}
+
+func (s *api) ExecCommand(ctx context.Context, req gen.ExecCommandRequestObject) (gen.ExecCommandResponseObject, error) {
+	cmd, err := s.a.execCommand(req.Body)
 	if err != nil {
 		return nil, err
 	}
@@ -116,22 +149,7 @@ func (s *api) ExecCommand(ctx context.Context, req gen.ExecCommandRequestObject)
 }
 
 func (s *api) ExecCode(ctx context.Context, req gen.ExecCodeRequestObject) (gen.ExecCodeResponseObject, error) {
-	if req.Body == nil {
-		return nil, errorf(http.StatusBadRequest, "request body is required")
-	}
-	dir, err := folderPath(deref(req.Body.Folder))
-	if err != nil {
-		return nil, err
-	}
-	timeout := time.Duration(deref(req.Body.Timeout)) * time.Millisecond
-	if timeout < 0 {
-		return nil, errorf(http.StatusBadRequest, "timeout must not be negative")
-	}
-	cmd, cleanup, err := s.a.codeCommand(req.Body.Code, string(req.Body.Language), dir)
-	var ce *compileError
-	if errors.As(err, &ce) {
-		return toExecResponse(result{ExitCode: 1, Stderr: ce.msg + "\n"}), nil
-	}
+	cmd, cleanup, timeout, err := s.a.codeRun(req.Body)
 	if err != nil {
 		return nil, err
 	}
@@ -157,9 +175,7 @@ type streamResponse struct {
 }
 
 func (s streamResponse) visit(w http.ResponseWriter) error {
-	if s.cleanup != nil {
-		defer s.cleanup()
-	}
+	defer s.cleanup()
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Trailer", "X-Box-Exit-Code, X-Box-Cpu-Ns")
 	w.WriteHeader(http.StatusOK)
@@ -181,39 +197,15 @@ func (s streamResponse) VisitExecStreamResponse(w http.ResponseWriter) error { r
 func (s streamResponse) VisitCodeStreamResponse(w http.ResponseWriter) error { return s.visit(w) }
 
 func (s *api) ExecStream(ctx context.Context, req gen.ExecStreamRequestObject) (gen.ExecStreamResponseObject, error) {
-	if req.Body == nil {
-		return nil, errorf(http.StatusBadRequest, "request body is required")
-	}
-	dir, err := folderPath(deref(req.Body.Folder))
+	cmd, err := s.a.execCommand(req.Body)
 	if err != nil {
 		return nil, err
 	}
-	cmd, err := s.a.command(req.Body.Command, dir)
-	if err != nil {
-		return nil, err
-	}
-	return streamResponse{ctx: ctx, cmd: cmd}, nil
+	return streamResponse{ctx: ctx, cmd: cmd, cleanup: func() {}}, nil
 }
 
 func (s *api) CodeStream(ctx context.Context, req gen.CodeStreamRequestObject) (gen.CodeStreamResponseObject, error) {
-	if req.Body == nil {
-		return nil, errorf(http.StatusBadRequest, "request body is required")
-	}
-	dir, err := folderPath(deref(req.Body.Folder))
-	if err != nil {
-		return nil, err
-	}
-	timeout := time.Duration(deref(req.Body.Timeout)) * time.Millisecond
-	if timeout < 0 {
-		return nil, errorf(http.StatusBadRequest, "timeout must not be negative")
-	}
-	cmd, cleanup, err := s.a.codeCommand(req.Body.Code, string(req.Body.Language), dir)
-	var ce *compileError
-	if errors.As(err, &ce) {
-		// Report it like the interpreter would: on the output, exit 1.
-		cmd, err = s.a.command([]string{"sh", "-c", `printf '%s\n' "$0" >&2; exit 1`, ce.msg}, dir)
-		cleanup = nil
-	}
+	cmd, cleanup, timeout, err := s.a.codeRun(req.Body)
 	if err != nil {
 		return nil, err
 	}
