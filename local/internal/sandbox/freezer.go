@@ -101,10 +101,15 @@ func newCgroupV1(id string, pid int) (*cgroupV1, error) {
 }
 
 func (c *cgroupV1) set(state string) error {
-	if err := os.WriteFile(filepath.Join(c.dir, "freezer.state"), []byte(state), 0o644); err != nil {
-		return err
-	}
-	for i := 0; i < 500; i++ {
+	// The kernel moves to FROZEN once every task has stopped, which can
+	// take a while for tasks busy in the kernel (a snapshot reading the
+	// disk, a loaded machine). Writing the state again retries the tasks
+	// that were not frozen yet.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if err := os.WriteFile(filepath.Join(c.dir, "freezer.state"), []byte(state), 0o644); err != nil {
+			return err
+		}
 		b, err := os.ReadFile(filepath.Join(c.dir, "freezer.state"))
 		if err != nil {
 			return err
@@ -112,9 +117,11 @@ func (c *cgroupV1) set(state string) error {
 		if strings.TrimSpace(string(b)) == state {
 			return nil
 		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("freezer: %s did not reach state %s", c.dir, state)
+		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	return fmt.Errorf("freezer: %s did not reach state %s", c.dir, state)
 }
 
 func (c *cgroupV1) freeze() error   { return c.set("FROZEN") }
