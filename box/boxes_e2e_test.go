@@ -245,7 +245,7 @@ func TestPauseStopsProcesses(t *testing.T) {
 	// A background job that appends a line every 20 ms, started by one
 	// exec and still running for the next ones.
 	mustRun(t, b, "nohup sh -c 'while true; do echo x >> /workspace/home/ticks; sleep 0.02; done' >/dev/null 2>&1 &")
-	ticks := filepath.Join(srv.DataDir(), "boxes", b.ID(), "workspace", "home", "ticks")
+	ticks := filepath.Join(srv.DataDir(), "boxes", b.ID(), "fs", "workspace", "home", "ticks")
 	size := func() int64 {
 		fi, err := os.Stat(ticks)
 		if err != nil {

@@ -44,7 +44,7 @@ func BenchmarkSnapshot200MB(b *testing.B) {
 				b.Fatal(err)
 			}
 			benchExec(b, bx)
-			home := filepath.Join(srv.DataDir(), "boxes", bx.ID(), "workspace", "home")
+			home := filepath.Join(srv.DataDir(), "boxes", bx.ID(), "fs", "workspace", "home")
 			for i := range files {
 				dir := filepath.Join(home, fmt.Sprintf("d%02d", i/100)) // 50 directories of 100 files
 				if err := os.MkdirAll(dir, 0o755); err != nil {

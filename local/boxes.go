@@ -122,14 +122,33 @@ func newID(prefix string) string {
 	return prefix + string(b[:])
 }
 
-// prepare creates the box's directories.
+// prepare creates the box's directories, owned by its user.
 func (m *boxes) prepare(b *store.Box) error {
-	l := m.srv.layout(b.ID)
-	hostname := b.Name
-	if hostname == "" || !validHostname(hostname) {
-		hostname = b.ID
+	owner, err := m.owner(b.ID)
+	if err != nil {
+		return err
 	}
-	return l.Prepare(hostname, m.srv.cfg.Isolation)
+	return m.srv.layout(b.ID).Prepare(owner)
+}
+
+// Host uids of the box users, when boxd runs as root: each box has one of
+// its own from this range, which no host user or other box has.
+const (
+	boxUIDFirst = 0x60000000
+	boxUIDCount = 1 << 24
+)
+
+// owner returns the host uid that box id's user is, or 0 when boxes run
+// as boxd's own user (boxd is not root, or does not isolate).
+func (m *boxes) owner(id string) (int, error) {
+	if os.Geteuid() != 0 || m.srv.cfg.Isolation != sandbox.ModeBwrap {
+		return 0, nil
+	}
+	uid, err := m.srv.db.ReserveUID(id, boxUIDFirst, boxUIDCount)
+	if err != nil {
+		return 0, fmt.Errorf("host uid for the box: %w", err)
+	}
+	return int(uid), nil
 }
 
 func validHostname(s string) bool {
@@ -237,25 +256,24 @@ func (m *boxes) ensureRunning(ctx context.Context, b *store.Box) (*runtime, erro
 // triggered it: a box that starts keeps running.
 func (m *boxes) start(b *store.Box) (*sandbox.Sandbox, error) {
 	l := m.srv.layout(b.ID)
-	// Create prepared the box; a box restored from elsewhere may lack its
-	// directories.
-	if _, err := os.Stat(filepath.Join(l.Etc(), "passwd")); err != nil {
-		if err := m.prepare(b); err != nil {
-			return nil, fmt.Errorf("prepare box: %w", err)
-		}
+	owner, err := m.owner(b.ID)
+	if err != nil {
+		return nil, fmt.Errorf("start box: %w", err)
+	}
+	// Create prepared the box; this also mends one restored from
+	// elsewhere or laid out by an older boxd.
+	if err := l.Prepare(owner); err != nil {
+		return nil, fmt.Errorf("prepare box: %w", err)
 	}
 	cfg := agent.Config{BoxID: b.ID, Env: m.srv.boxEnv(b)}
 	if m.srv.cfg.Isolation == sandbox.ModeNone {
-		cfg.HostRoot = l.Root
-		cfg.Socket = l.Socket()
-	} else {
-		cfg.Socket = sandbox.RunDir + "/" + sandbox.SocketName
+		cfg.HostRoot = l.Files().Dir
 	}
 	bn, err := m.srv.net.startBox(b.ID, l, m.srv.cfg.Isolation)
 	if err != nil {
 		return nil, fmt.Errorf("start box: %w", err)
 	}
-	cfg.EgressSocket, cfg.ProxyListen, cfg.CABundle = bn.EgressSocket, bn.ProxyListen, bn.CABundle
+	cfg.EgressSocket, cfg.ProxyListen, cfg.CABundle = sandbox.EgressPath, bn.ProxyListen, bn.CABundle
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, err
@@ -267,20 +285,27 @@ func (m *boxes) start(b *store.Box) (*sandbox.Sandbox, error) {
 	defer logf.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	limits := m.srv.cfg.Sizes.of(b.Size)
 	sb, err := sandbox.Start(ctx, sandbox.Spec{
-		ID:          b.ID,
-		Layout:      l,
-		Hostname:    hostnameOf(b),
-		Mode:        m.srv.cfg.Isolation,
-		Agent:       m.srv.agentBinary,
-		AgentConfig: raw,
-		Log:         logf,
-		CABundle:    bn.HostCABundle,
+		ID:           b.ID,
+		Layout:       l,
+		Hostname:     hostnameOf(b),
+		Mode:         m.srv.cfg.Isolation,
+		Agent:        m.srv.agentBinary,
+		AgentConfig:  raw,
+		Log:          logf,
+		CABundle:     bn.HostCABundle,
+		EgressSocket: bn.HostSocket,
+		UID:          owner,
+		Limits:       limits,
 	})
 	if err != nil {
 		m.srv.net.stopBox(b.ID)
 		m.srv.logf(b.ID, "error", "system", "box failed to start: "+err.Error())
 		return nil, fmt.Errorf("start box: %w", err)
+	}
+	if miss := sb.Unenforced(); len(miss) > 0 {
+		m.srv.warnUnenforced(miss)
 	}
 	return sb, nil
 }

@@ -121,8 +121,11 @@ func (n *network) logDenied(boxID string, e *egress.DeniedError) {
 
 // boxNet is what a starting box needs to use the network.
 type boxNet struct {
+	// HostSocket is the host path of the box's egress socket, in boxd's
+	// private directory of the box; the agent gets it open.
+	HostSocket string
 	// Agent settings, as the agent sees them.
-	EgressSocket, ProxyListen, CABundle string
+	ProxyListen, CABundle string
 	// HostCABundle is the host path of the box's CA bundle, which the
 	// sandbox binds over the box's system bundle.
 	HostCABundle string
@@ -131,19 +134,22 @@ type boxNet struct {
 // startBox serves the box's egress proxy on its socket and writes its CA
 // bundle. A proxy the box had (from a sandbox that died) is replaced.
 func (n *network) startBox(id string, l sandbox.Layout, mode sandbox.Mode) (boxNet, error) {
-	sock := filepath.Join(l.Run(), egressSocketName)
+	// The old listener goes first; the path is the same, and a listener
+	// never removes it on close (the new socket would go with it).
+	n.proxy.StopBox(id)
+	sock := filepath.Join(l.Root, egressSocketName)
 	_ = os.Remove(sock)
-	ln, err := net.Listen("unix", sock)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
 		return boxNet{}, fmt.Errorf("egress proxy: %w", err)
 	}
-	if os.Geteuid() == 0 && mode == sandbox.ModeBwrap {
-		// The agent runs as the box user. Lchown: the run directory
-		// belongs to the box, so never follow a link in it.
-		if err := os.Lchown(sock, sandbox.UID, sandbox.GID); err != nil {
-			ln.Close()
-			return boxNet{}, fmt.Errorf("egress proxy: %w", err)
-		}
+	ln.SetUnlinkOnClose(false)
+	// Only the box's agent, which gets it open, reaches the socket: the
+	// directory is boxd's alone. Connecting needs write permission on
+	// the socket for the box user's uid.
+	if err := os.Chmod(sock, 0o666); err != nil {
+		ln.Close()
+		return boxNet{}, fmt.Errorf("egress proxy: %w", err)
 	}
 	bundle := filepath.Join(l.Root, caBundleName)
 	if err := n.ca.WriteBundle(bundle); err != nil {
@@ -155,10 +161,10 @@ func (n *network) startBox(id string, l sandbox.Layout, mode sandbox.Mode) (boxN
 	}
 	if mode == sandbox.ModeNone {
 		// The box shares the host's network: a free port, and host paths.
-		return boxNet{EgressSocket: sock, ProxyListen: "127.0.0.1:0", CABundle: bundle}, nil
+		return boxNet{HostSocket: sock, ProxyListen: "127.0.0.1:0", CABundle: bundle}, nil
 	}
 	return boxNet{
-		EgressSocket: sandbox.RunDir + "/" + egressSocketName,
+		HostSocket:   sock,
 		ProxyListen:  agent.ProxyAddr,
 		CABundle:     sandbox.CABundlePath(),
 		HostCABundle: bundle,

@@ -235,6 +235,10 @@ func procsWith(s string) []int {
 	return out
 }
 
+// sandboxOf lists the bubblewrap processes of box id's sandbox: their
+// command line sets BOX_ID.
+func sandboxOf(id string) []int { return procsWith("BOX_ID " + id) }
+
 // waitFor polls cond until it holds or d passes.
 func waitFor(d time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
@@ -764,9 +768,9 @@ func TestDeleteDuringExec(t *testing.T) {
 		t.Fatal("exec still running 15s after its box was deleted")
 	}
 	if !waitFor(5*time.Second, func() bool {
-		return len(procsWith("sleep "+fg))+len(procsWith("sleep "+bg))+len(procsWith(root)) == 0
+		return len(procsWith("sleep "+fg))+len(procsWith("sleep "+bg))+len(sandboxOf(b.ID())) == 0
 	}) {
-		t.Errorf("processes left after delete: fg %v, bg %v, sandbox %v", procsWith("sleep "+fg), procsWith("sleep "+bg), procsWith(root))
+		t.Errorf("processes left after delete: fg %v, bg %v, sandbox %v", procsWith("sleep "+fg), procsWith("sleep "+bg), sandboxOf(b.ID()))
 	}
 	if _, err := os.Stat(root); !os.IsNotExist(err) {
 		t.Errorf("box directory after delete: %v", err)
@@ -785,8 +789,7 @@ func TestSandboxKilledFromOutside(t *testing.T) {
 	if err := b.Files.WriteText(t.Context(), "kept.txt", "kept"); err != nil {
 		t.Fatal(err)
 	}
-	root := filepath.Join(srv.DataDir(), "boxes", b.ID())
-	pids := procsWith(root)
+	pids := sandboxOf(b.ID())
 	if len(pids) == 0 {
 		t.Fatal("no sandbox process found")
 	}
@@ -878,7 +881,8 @@ func TestConcurrentBoxes(t *testing.T) {
 // /home/boxuser and /tmp are mapped onto the box's host directory for the
 // files API and for the folder of exec and code, but the processes see the
 // host's file system: `pwd` prints the host path of the box's workspace
-// home, <data>/boxes/<id>/workspace/home, and $HOME is <data>/boxes/<id>/home.
+// home, <data>/boxes/<id>/fs/workspace/home, and $HOME is
+// <data>/boxes/<id>/fs/home.
 // Nothing outside those directories is protected, so this test does not
 // look for isolation.
 func TestIsolationNone(t *testing.T) {
@@ -886,7 +890,7 @@ func TestIsolationNone(t *testing.T) {
 	srv := boxtest.NewServer(t, boxtest.WithIsolation(local.IsolationNone))
 	ctx := t.Context()
 	b := newBox(t, srv, &box.CreateParams{Env: map[string]string{"GREETING": "hi"}})
-	root := filepath.Join(srv.DataDir(), "boxes", b.ID())
+	root := filepath.Join(srv.DataDir(), "boxes", b.ID(), "fs")
 	hostHome := filepath.Join(root, "workspace", "home")
 
 	r, err := b.Exec.Command(ctx, `pwd; echo "$HOME"; echo "$GREETING $BOX_ID"`)

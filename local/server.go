@@ -26,9 +26,11 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/upstash/box-go/local/internal/cgroup"
 	"github.com/upstash/box-go/local/internal/sandbox"
 	"github.com/upstash/box-go/local/internal/store"
 )
@@ -92,6 +94,10 @@ type Config struct {
 	// Boxes reach it through boxd's egress proxy, so a server on the
 	// host's loopback is http://host.boxd.internal:{port}.
 	GitHubURL string
+	// Sizes are the limits of each box size; a size this map does not
+	// have gets DefaultSizes' limits. They are enforced with control
+	// groups, so only when boxd runs as root.
+	Sizes Sizes
 	// GitHubAPIURL is the GitHub REST API that boxd itself calls for pull
 	// requests and issues. Empty means https://api.github.com, or
 	// {GitHubURL}/api/v3 (GitHub Enterprise) when GitHubURL is set to
@@ -119,6 +125,8 @@ type Server struct {
 	handler       http.Handler
 
 	statusMu sync.Mutex // serialises read-modify-write of box records
+
+	unenforcedOnce sync.Once
 
 	closeOnce sync.Once
 }
@@ -149,7 +157,7 @@ func New(cfg Config) (*Server, error) {
 	switch cfg.Isolation {
 	case "", IsolationBwrap:
 		s.cfg.Isolation = sandbox.ModeBwrap
-		if err := sandbox.Available(); err != nil {
+		if err := sandbox.Available(boxUIDFirst); err != nil {
 			return nil, fmt.Errorf("boxd: %w (install bubblewrap, or run with isolation %q, which isolates nothing)", err, IsolationNone)
 		}
 	case IsolationNone:
@@ -166,9 +174,15 @@ func New(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "boxes"), 0o700); err != nil {
 		return nil, fmt.Errorf("boxd: %w", err)
 	}
-	// The box user must be able to reach its box's directories.
-	_ = os.Chmod(cfg.DataDir, 0o711)
-	_ = os.Chmod(filepath.Join(cfg.DataDir, "boxes"), 0o711)
+	// The data directory is boxd's alone: boxes reach their own files
+	// through boxd's mount namespace (package sandbox), not by path, and
+	// no host user may reach anything a box wrote (a set-uid program, a
+	// key in a file).
+	for _, d := range []string{cfg.DataDir, filepath.Join(cfg.DataDir, "boxes")} {
+		if err := os.Chmod(d, 0o700); err != nil {
+			return nil, fmt.Errorf("boxd: %w", err)
+		}
+	}
 	db, err := store.Open(filepath.Join(cfg.DataDir, "boxd.db"))
 	if err != nil {
 		return nil, fmt.Errorf("boxd: %w", err)
@@ -208,9 +222,58 @@ func New(cfg Config) (*Server, error) {
 
 func whoRuns() string {
 	if os.Geteuid() == 0 {
-		return "uid 1000"
+		return "root"
 	}
 	return "the current user"
+}
+
+// Resources are what the boxes of one size may use.
+type Resources struct {
+	// CPUs is CPU time, in cores.
+	CPUs float64
+	// Memory is the most memory, in bytes, that a box's processes may
+	// use together; past it the kernel ends one of them (out of memory).
+	Memory int64
+	// Processes bounds a box's processes and threads together; past it
+	// fork fails (EAGAIN).
+	Processes int64
+}
+
+// Sizes maps a box size ("small", "medium", "large") to its resources.
+type Sizes map[string]Resources
+
+// DefaultSizes are the sizes of the Upstash Box cloud: small is 2 CPUs and
+// 4 GiB, medium 4 and 8, large 8 and 16, with 1024, 2048 and 4096
+// processes and threads.
+func DefaultSizes() Sizes {
+	return Sizes{
+		"small":  {CPUs: 2, Memory: 4 << 30, Processes: 1024},
+		"medium": {CPUs: 4, Memory: 8 << 30, Processes: 2048},
+		"large":  {CPUs: 8, Memory: 16 << 30, Processes: 4096},
+	}
+}
+
+// of returns the limits of size ("" is small).
+func (s Sizes) of(size string) cgroup.Limits {
+	if size == "" {
+		size = "small"
+	}
+	r, ok := s[size]
+	if !ok {
+		r = DefaultSizes()[size]
+	}
+	return cgroup.Limits{CPUs: r.CPUs, Memory: r.Memory, Pids: r.Processes}
+}
+
+// warnUnenforced says, once, which box limits this machine cannot apply.
+func (s *Server) warnUnenforced(limits []string) {
+	s.unenforcedOnce.Do(func() {
+		why := "they need control groups, which only root can make"
+		if os.Geteuid() == 0 {
+			why = "no cgroup hierarchy here has their controllers"
+		}
+		s.log.Warn("box sizes are not enforced on this machine: "+strings.Join(limits, ", ")+" unlimited", "why", why)
+	})
 }
 
 // ServeHTTP serves the Box API.
@@ -313,4 +376,4 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 
 // CheckIsolation reports whether bubblewrap sandboxes can be started on
 // this machine; nil means IsolationBwrap will work.
-func CheckIsolation() error { return sandbox.Available() }
+func CheckIsolation() error { return sandbox.Available(boxUIDFirst) }

@@ -56,10 +56,10 @@ const maxSnapshotName = 256
 // more tightly, by what the snapshot's record says it holds.
 var snapshotLimits = archive.Limits{Entries: 10 << 20, Bytes: 100 << 30}
 
-// snapshotTops are the directories of a box's layout that snapshots hold,
-// relative to its root: those mounted at /workspace and /home/boxuser.
-func snapshotTops(l sandbox.Layout) []string {
-	return []string{filepath.Base(l.Workspace()), filepath.Base(l.UserHome())}
+// snapshotTops are the directories of a box's file tree that snapshots
+// hold, relative to it: those mounted at /workspace and /home/boxuser.
+func snapshotTops(t sandbox.Tree) []string {
+	return []string{filepath.Base(t.Workspace()), filepath.Base(t.UserHome())}
 }
 
 func (s *Server) snapshotDir() string { return filepath.Join(s.cfg.DataDir, "snapshots") }
@@ -122,7 +122,7 @@ func (s *Server) takeSnapshot(ctx context.Context, b *store.Box, name string) (*
 		return nil, err
 	}
 	w := bufio.NewWriterSize(tmp, 1<<20)
-	st, err := archive.Write(ctx, w, l.Root, snapshotTops(l), snapshotLimits)
+	st, err := archive.Write(ctx, w, l.Files().Dir, snapshotTops(l.Files()), snapshotLimits)
 	if err == nil {
 		err = w.Flush()
 	}
@@ -425,26 +425,26 @@ func (s *Server) restoreSnapshot(ctx context.Context, sn *store.Snapshot, b *sto
 		return err
 	}
 	defer f.Close()
-	l := s.layout(b.ID)
-	owner, err := boxOwner(l)
+	t := s.layout(b.ID).Files()
+	owner, err := boxOwner(t)
 	if err != nil {
 		return err
 	}
 	lim := archive.Limits{Entries: sn.Entries, Bytes: sn.ContentBytes}
-	if _, err := archive.Extract(ctx, bufio.NewReaderSize(f, 1<<20), l.Root, snapshotTops(l), owner, lim); err != nil {
+	if _, err := archive.Extract(ctx, bufio.NewReaderSize(f, 1<<20), t.Dir, snapshotTops(t), owner, lim); err != nil {
 		return fmt.Errorf("restore snapshot %s: %w", sn.ID, err)
 	}
 	return nil
 }
 
 // boxOwner is who a box's files belong to: the owner of its prepared
-// workspace (the box user when boxd runs as root), or nil when boxd cannot
+// workspace (the box's own host uid when boxd runs as root), or nil when boxd cannot
 // give files away and they stay its own.
-func boxOwner(l sandbox.Layout) (*archive.Owner, error) {
+func boxOwner(t sandbox.Tree) (*archive.Owner, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
 	}
-	fi, err := os.Lstat(l.Workspace())
+	fi, err := os.Lstat(t.Workspace())
 	if err != nil {
 		return nil, err
 	}

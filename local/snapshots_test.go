@@ -121,7 +121,7 @@ func TestSnapshotFreezesAndThaws(t *testing.T) {
 	}
 	counter := func() int {
 		t.Helper()
-		raw, err := os.ReadFile(filepath.Join(srv.DataDir(), "boxes", b.ID(), "workspace", "home", "counter"))
+		raw, err := os.ReadFile(filepath.Join(srv.DataDir(), "boxes", b.ID(), "fs", "workspace", "home", "counter"))
 		if err != nil {
 			return -1
 		}
@@ -249,15 +249,24 @@ func TestRestoreRefusesDamagedArchives(t *testing.T) {
 	if got, err := r.Files.ReadText(t.Context(), "data.txt"); err != nil || len(got) != 5000 {
 		t.Errorf("restored data.txt: %d bytes, %v", len(got), err)
 	}
-	// Its files belong to the box user on the host too (when boxd can
-	// give them away).
+	// Its files belong to the new box's own host uid (when boxd can
+	// give them away), the one its tree has, not root's or the source
+	// box's.
 	if os.Geteuid() == 0 && isolation(t) == "bwrap" {
-		fi, err := os.Lstat(filepath.Join(srv.DataDir(), "boxes", r.ID(), "workspace", "home", "data.txt"))
-		if err != nil {
-			t.Fatal(err)
+		owner := func(box, rel string) (uid, gid uint32) {
+			t.Helper()
+			fi, err := os.Lstat(filepath.Join(srv.DataDir(), "boxes", box, "fs", rel))
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := fi.Sys().(*syscall.Stat_t)
+			return st.Uid, st.Gid
 		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Uid != 1000 || st.Gid != 1000 {
-			t.Errorf("restored file's owner: %+v", fi.Sys())
+		fu, fg := owner(r.ID(), "workspace/home/data.txt")
+		tu, tg := owner(r.ID(), "workspace")
+		su, _ := owner(b.ID(), "workspace")
+		if fu != tu || fg != tg || fu == 0 || fu == su {
+			t.Errorf("restored file's owner %d:%d; the box's tree is %d:%d, the source box's %d", fu, fg, tu, tg, su)
 		}
 	}
 }

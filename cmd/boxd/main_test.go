@@ -294,10 +294,9 @@ func TestKill9KeepsBoxesAndWrites(t *testing.T) {
 	t.Parallel()
 	requireBwrap(t)
 	data := t.TempDir()
-	boxesDir := filepath.Join(data, "boxes")
 	key := newKey()
 	bg := marker()
-	killLeftovers(t, boxesDir, "sleep "+bg)
+	killLeftovers(t, "sleep "+bg)
 	ctx := t.Context()
 
 	d1 := start(t, nil, "-addr", "127.0.0.1:0", "-data", data, "-api-key", key)
@@ -307,6 +306,7 @@ func TestKill9KeepsBoxesAndWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := b.ID()
+	killLeftovers(t, "BOX_ID "+id)
 
 	// Every acknowledged write, by box path.
 	want := map[string][]byte{}
@@ -350,7 +350,7 @@ func TestKill9KeepsBoxesAndWrites(t *testing.T) {
 	if !waitFor(5*time.Second, func() bool { return len(procsWith("sleep "+bg)) > 0 }) {
 		t.Fatal("background sleep in the box did not start")
 	}
-	if len(procsWith(boxesDir)) == 0 {
+	if len(procsWith("BOX_ID "+id)) == 0 {
 		t.Fatal("no sandbox process found for the box before the kill: the checks below would prove nothing")
 	}
 
@@ -363,8 +363,8 @@ func TestKill9KeepsBoxesAndWrites(t *testing.T) {
 	if ws, ok := st.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Fatalf("boxd ended with %v, want killed by SIGKILL", st)
 	}
-	if !waitFor(5*time.Second, func() bool { return len(procsWith(boxesDir))+len(procsWith("sleep "+bg)) == 0 }) {
-		t.Fatalf("processes of the killed boxd's box survive: sandbox %v, background sleep %v", procsWith(boxesDir), procsWith("sleep "+bg))
+	if !waitFor(5*time.Second, func() bool { return len(procsWith("BOX_ID "+id))+len(procsWith("sleep "+bg)) == 0 }) {
+		t.Fatalf("processes of the killed boxd's box survive: sandbox %v, background sleep %v", procsWith("BOX_ID "+id), procsWith("sleep "+bg))
 	}
 
 	d2 := start(t, nil, "-addr", "127.0.0.1:0", "-data", data, "-api-key", key)
@@ -432,8 +432,8 @@ func TestKill9KeepsBoxesAndWrites(t *testing.T) {
 	if st := d2.waitExit(15 * time.Second); !st.Success() {
 		t.Errorf("boxd after SIGTERM: %v", st)
 	}
-	if !waitFor(5*time.Second, func() bool { return len(procsWith(boxesDir)) == 0 }) {
-		t.Errorf("sandboxes left after SIGTERM: %v", procsWith(boxesDir))
+	if !waitFor(5*time.Second, func() bool { return len(procsWith("BOX_ID "+nb.ID())) == 0 }) {
+		t.Errorf("sandboxes left after SIGTERM: %v", procsWith("BOX_ID "+nb.ID()))
 	}
 }
 
@@ -445,10 +445,9 @@ func TestKill9WhilePaused(t *testing.T) {
 	t.Parallel()
 	requireBwrap(t)
 	data := t.TempDir()
-	boxesDir := filepath.Join(data, "boxes")
 	key := newKey()
 	bg := marker()
-	killLeftovers(t, boxesDir, "sleep "+bg)
+	killLeftovers(t, "sleep "+bg)
 	ctx := t.Context()
 
 	d1 := start(t, nil, "-addr", "127.0.0.1:0", "-data", data, "-api-key", key)
@@ -459,6 +458,7 @@ func TestKill9WhilePaused(t *testing.T) {
 	// Whatever happens, leave no frozen process behind: thaw this box's
 	// freezer group (and only this one) so that the kills above work.
 	t.Cleanup(func() { thawFreezer(b.ID()) })
+	killLeftovers(t, "BOX_ID "+b.ID())
 	if err := b.Files.WriteText(ctx, "kept.txt", "kept"); err != nil {
 		t.Fatal(err)
 	}
@@ -475,7 +475,7 @@ func TestKill9WhilePaused(t *testing.T) {
 
 	d2 := start(t, nil, "-addr", "127.0.0.1:0", "-data", data, "-api-key", key)
 	if !waitFor(5*time.Second, func() bool { return len(procsWith("sleep "+bg)) == 0 }) {
-		t.Errorf("after boxd restarted, the killed boxd's paused processes survive: sandbox %v, background sleep %v", procsWith(boxesDir), procsWith("sleep "+bg))
+		t.Errorf("after boxd restarted, the killed boxd's paused processes survive: sandbox %v, background sleep %v", procsWith("BOX_ID "+b.ID()), procsWith("sleep "+bg))
 	}
 	b2, err := d2.client(t, key).Get(ctx, b.ID(), nil)
 	if err != nil {

@@ -9,19 +9,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/upstash/box-go/local/internal/sandbox"
 )
 
-// Config is what boxd hands the agent in <run>/config.json.
+// Config is what boxd hands the agent on its standard input.
 type Config struct {
 	BoxID string `json:"box_id"`
 	// Env is the box's environment overlay (account env, then the box's own).
@@ -29,10 +31,8 @@ type Config struct {
 	// HostRoot is set only without isolation: the host directory of the box,
 	// onto which /workspace, /home/boxuser and /tmp are mapped.
 	HostRoot string `json:"host_root,omitempty"`
-	// Socket is where to listen, as the agent sees it.
-	Socket string `json:"socket"`
 	// EgressSocket is boxd's egress proxy for the box, as the agent sees
-	// it; ProxyListen is the TCP address where the agent relays to it for
+	// it (sandbox.EgressPath: a descriptor it inherits); ProxyListen is the TCP address where the agent relays to it for
 	// the box's programs (port 0 picks a free one). Either empty means no
 	// proxy.
 	EgressSocket string `json:"egress_socket,omitempty"`
@@ -94,9 +94,11 @@ func (a *Agent) env() []string {
 	return out
 }
 
-// Main is the agent's entry point. It reads its configuration from the file
-// named by the sandbox.EnvAgent variable, drops to the box user when started
-// as root, and serves until it is killed. It never returns.
+// Main is the agent's entry point. boxd starts it with its configuration
+// on standard input and these descriptors: its listening socket
+// (sandbox.FDListener), boxd's egress socket (sandbox.FDEgress) and a
+// pipe to say it is ready on (sandbox.FDReady). It serves until it is
+// killed, and never returns.
 func Main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if err := main1(log); err != nil {
@@ -107,32 +109,37 @@ func Main() {
 }
 
 func main1(log *slog.Logger) error {
-	path := os.Getenv(sandbox.EnvAgent)
-	raw, err := os.ReadFile(path)
+	// Nothing the agent inherited may reach the box's processes: they
+	// get only what each exec gives them.
+	keepFromChildren()
+	raw, err := io.ReadAll(io.LimitReader(os.Stdin, 16<<20))
 	if err != nil {
 		return fmt.Errorf("read config: %w", err)
+	}
+	if null, err := os.Open(os.DevNull); err == nil {
+		_ = syscall.Dup3(int(null.Fd()), 0, 0)
+		null.Close()
 	}
 	var cfg Config
 	if err := json.Unmarshal(raw, &cfg); err != nil {
 		return fmt.Errorf("parse config: %w", err)
 	}
 	if os.Geteuid() == 0 && cfg.HostRoot == "" {
-		if err := dropPrivileges(); err != nil {
-			return fmt.Errorf("drop privileges: %w", err)
-		}
+		return errors.New("the agent of an isolated box must not run as root")
 	}
 	os.Unsetenv(sandbox.EnvAgent)
 	if cfg.HostRoot == "" {
 		os.Setenv("PATH", defaultPath)
 	}
+	lf := os.NewFile(sandbox.FDListener, "agent.sock")
+	l, err := net.FileListener(lf)
+	lf.Close() // the listener has a copy
+	if err != nil {
+		return fmt.Errorf("listening socket: %w", err)
+	}
 	a := New(cfg, log)
 	if err := a.startEgress(); err != nil {
 		log.Warn("the box has no outbound network", "err", err)
-	}
-	_ = os.Remove(cfg.Socket)
-	l, err := net.Listen("unix", cfg.Socket)
-	if err != nil {
-		return err
 	}
 	srv := &http.Server{Handler: a.withInternal(a.Handler()), ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() {
@@ -141,20 +148,48 @@ func main1(log *slog.Logger) error {
 		<-ch
 		srv.Close()
 	}()
+	go watchLifeline(cfg.HostRoot == "", log)
+	ready := os.NewFile(sandbox.FDReady, "ready")
+	_, _ = ready.Write([]byte{1})
+	ready.Close()
 	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
 }
 
-func dropPrivileges() error {
-	if err := syscall.Setgroups([]int{sandbox.GID}); err != nil {
-		return err
+// watchLifeline ends the box once boxd has gone: the write end of the
+// lifeline pipe closes with boxd, however it ends. In a sandbox the agent
+// kills every process of the box (they are all the box user's, and all in
+// the box's PID namespace) and exits; the sandbox's init, left alone,
+// exits too. Without isolation it only exits: its processes are the host
+// user's, and the next boxd ends them (their control group, as root).
+func watchLifeline(isolated bool, log *slog.Logger) {
+	f := os.NewFile(sandbox.FDLifeline, "lifeline")
+	var b [1]byte
+	for {
+		if _, err := f.Read(b[:]); err != nil {
+			log.Info("boxd is gone; the box ends")
+			if isolated {
+				_ = syscall.Kill(-1, syscall.SIGKILL)
+			}
+			os.Exit(0)
+		}
 	}
-	if err := syscall.Setresgid(sandbox.GID, sandbox.GID, sandbox.GID); err != nil {
-		return err
+}
+
+// keepFromChildren marks every descriptor above standard error
+// close-on-exec, so that no process the agent starts inherits one.
+func keepFromChildren() {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
 	}
-	return syscall.Setresuid(sandbox.UID, sandbox.UID, sandbox.UID)
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
 }
 
 // apiError is an error with the HTTP status it should be answered with.

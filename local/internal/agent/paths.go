@@ -22,7 +22,7 @@ func (f boxFS) real(p string) string {
 	if f.hostRoot == "" {
 		return p
 	}
-	l := sandbox.Layout{Root: f.hostRoot}
+	l := sandbox.Tree{Dir: f.hostRoot}
 	for _, m := range []struct{ box, host string }{
 		{sandbox.Workspace, l.Workspace()},
 		{sandbox.UserHome, l.UserHome()},

@@ -20,13 +20,13 @@ import (
 // temporary directory, without isolation (processes run on this machine).
 func sessionServer(t *testing.T) string {
 	t.Helper()
-	l := sandbox.Layout{Root: t.TempDir()}
+	l := sandbox.Tree{Dir: t.TempDir()}
 	for _, d := range []string{filepath.Join(l.Workspace(), "home"), l.UserHome(), l.Tmp()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	a := New(Config{BoxID: "box-test", HostRoot: l.Root}, nil)
+	a := New(Config{BoxID: "box-test", HostRoot: l.Dir}, nil)
 	srv := httptest.NewServer(a.Handler())
 	t.Cleanup(srv.Close)
 	return "ws" + strings.TrimPrefix(srv.URL, "http") + "/v2/box/box-test/exec-session"

@@ -4,24 +4,43 @@
 // agent (boxd's own binary, re-executed). With bubblewrap the sandbox has its
 // own PID, IPC, UTS and network namespaces, a tmpfs root holding the host's
 // /usr read-only, a minimal /etc written for the box, and the box's own
-// directories mounted at /workspace, /home/boxuser and /tmp. Without
-// bubblewrap (ModeNone) the agent runs as a plain child process and maps box
-// paths onto the box's host directory; that mode isolates nothing.
+// directories mounted at /workspace, /home/boxuser and /tmp.
+//
+// When boxd runs as root, each box also has an identity of its own: its
+// processes run in a user namespace where the box user (uid 1000) is a host
+// uid that no other box and no host user has (Spec.UID), with no other uid
+// mapped, and in control groups that bound its CPU, memory and processes.
+// A seccomp filter refuses the kernel keyring calls in every sandbox.
+//
+// boxd never reaches into anything a box can write by path: the agent's
+// listening socket and the egress socket live in boxd's private directory
+// and are handed to the agent as open descriptors, and its configuration
+// comes on its standard input.
+//
+// Without bubblewrap (ModeNone) the agent runs as a plain child process and
+// maps box paths onto the box's host directory; that mode isolates nothing.
 package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/upstash/box-go/local/internal/cgroup"
 )
 
 // Mode selects how a box is isolated.
@@ -36,72 +55,168 @@ const (
 
 // Paths inside a box.
 const (
-	Workspace  = "/workspace"
-	Home       = "/workspace/home"
-	UserHome   = "/home/boxuser"
-	RunDir     = "/run/boxd"
-	SocketName = "agent.sock"
-	ConfigName = "config.json"
-	UID        = 1000
-	GID        = 1000
-	UserName   = "boxuser"
+	Workspace = "/workspace"
+	Home      = "/workspace/home"
+	UserHome  = "/home/boxuser"
+	UID       = 1000
+	GID       = 1000
+	UserName  = "boxuser"
+	// agentPath is where the agent binary is in a box.
+	agentPath = "/run/boxd-agent"
 )
 
-// EnvAgent, when set in a process's environment, makes boxd's binary run as
-// the in-box agent instead of its normal entry point. Its value is the path
-// of the agent's configuration file.
-const EnvAgent = "BOXD_AGENT_CONFIG"
+// Descriptors the agent is started with (besides 0, 1 and 2: its
+// configuration, and its log twice).
+const (
+	// FDListener is the agent's listening socket, made by boxd.
+	FDListener = 3
+	// FDEgress is boxd's egress socket for the box, opened O_PATH: the
+	// agent connects to it as EgressPath.
+	FDEgress = 4
+	// FDReady is the write end of a pipe on which the agent says it is
+	// serving: one byte, then it closes it.
+	FDReady = 5
+	// FDLifeline is the read end of a pipe whose write end only boxd
+	// holds: when boxd ends, however it ends, the agent reads EOF and
+	// exits, and with it the sandbox. (bubblewrap's --die-with-parent
+	// does not hold once the sandbox has switched to the box user: the
+	// kernel forgets a parent-death signal when credentials change.)
+	FDLifeline = 6
+	// firstBwrapFD is the first descriptor given to bubblewrap itself.
+	firstBwrapFD = 7
+)
 
-// Layout names the host directories that back one box.
+// EgressPath is the path the agent connects to to reach boxd's egress
+// proxy: its inherited FDEgress.
+const EgressPath = "/proc/self/fd/4"
+
+// EnvAgent, when set in a process's environment, makes boxd's binary run as
+// the in-box agent instead of its normal entry point. The agent reads its
+// configuration from its standard input.
+const EnvAgent = "BOXD_AGENT"
+
+// Layout names the host paths of one box. Root is boxd's own (mode 0700):
+// the agent's socket and log, the egress socket, the CA bundle, browser
+// recordings. Only Files, below it, belongs to the box user and is what
+// the box sees.
 type Layout struct {
 	Root string // <data>/boxes/<id>
 }
 
-// Workspace is the host directory mounted at /workspace.
-func (l Layout) Workspace() string { return filepath.Join(l.Root, "workspace") }
-
-// UserHome is the host directory mounted at /home/boxuser.
-func (l Layout) UserHome() string { return filepath.Join(l.Root, "home") }
-
-// Tmp is the host directory mounted at /tmp.
-func (l Layout) Tmp() string { return filepath.Join(l.Root, "tmp") }
-
-// Etc holds the files generated for the box's /etc.
-func (l Layout) Etc() string { return filepath.Join(l.Root, "etc") }
-
-// Run holds the agent's socket and configuration; mounted at /run/boxd.
-func (l Layout) Run() string { return filepath.Join(l.Root, "run") }
+// Files is the box's own file tree (see Tree).
+func (l Layout) Files() Tree { return Tree{Dir: filepath.Join(l.Root, "fs")} }
 
 // Socket is the host path of the agent's unix socket.
-func (l Layout) Socket() string { return filepath.Join(l.Run(), SocketName) }
+func (l Layout) Socket() string { return filepath.Join(l.Root, "agent.sock") }
 
-// Prepare creates the box's directories. When boxd runs as root and boxes
-// are isolated, they belong to the box user (uid 1000); without isolation
-// the agent runs as boxd's own user and so do the files.
-func (l Layout) Prepare(hostname string, mode Mode) error {
-	for _, d := range []string{l.Root, l.Workspace(), filepath.Join(l.Workspace(), "home"), l.UserHome(), l.Tmp(), l.Etc(), l.Run()} {
+// Tree is the host directory that holds what a box sees of its own files:
+// workspace (/workspace), home (/home/boxuser) and tmp (/tmp).
+type Tree struct{ Dir string }
+
+// Workspace is the host directory mounted at /workspace.
+func (t Tree) Workspace() string { return filepath.Join(t.Dir, "workspace") }
+
+// UserHome is the host directory mounted at /home/boxuser.
+func (t Tree) UserHome() string { return filepath.Join(t.Dir, "home") }
+
+// Tmp is the host directory mounted at /tmp.
+func (t Tree) Tmp() string { return filepath.Join(t.Dir, "tmp") }
+
+// Prepare creates the box's directories. Root is boxd's alone; the file
+// tree belongs to owner, a host uid (and gid) that the box user maps to,
+// or stays boxd's with owner 0. A box laid out by an earlier boxd (its
+// directories straight under Root) is moved into the tree, and files that
+// belong to another owner are given to this one.
+func (l Layout) Prepare(owner int) error {
+	if err := os.MkdirAll(l.Root, 0o700); err != nil {
+		return err
+	}
+	if err := os.Chmod(l.Root, 0o700); err != nil {
+		return err
+	}
+	t := l.Files()
+	if err := l.migrate(); err != nil {
+		return fmt.Errorf("move the box's files from an older layout: %w", err)
+	}
+	if err := os.MkdirAll(t.Dir, 0o700); err != nil {
+		return err
+	}
+	for _, d := range []string{t.Workspace(), filepath.Join(t.Workspace(), "home"), t.UserHome(), t.Tmp()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
 	}
-	if err := os.Chmod(l.Tmp(), os.ModeSticky|0o777); err != nil {
+	if err := os.Chmod(t.Tmp(), os.ModeSticky|0o777); err != nil {
 		return err
 	}
-	if err := writeEtc(l.Etc(), hostname); err != nil {
+	if owner == 0 {
+		return nil
+	}
+	return chownTree(t.Dir, owner)
+}
+
+// migrate moves a box from the layout of older boxd versions, where the
+// box's directories and boxd's files shared Root, into Files.
+func (l Layout) migrate() error {
+	t := l.Files()
+	if _, err := os.Lstat(t.Dir); err == nil {
+		return nil
+	}
+	old := filepath.Join(l.Root, "workspace")
+	if fi, err := os.Lstat(old); err != nil || !fi.IsDir() {
+		return nil
+	}
+	if err := os.Mkdir(t.Dir, 0o700); err != nil {
 		return err
 	}
-	if os.Geteuid() == 0 && mode == ModeBwrap {
-		for _, d := range []string{l.Workspace(), filepath.Join(l.Workspace(), "home"), l.UserHome(), l.Tmp(), l.Run()} {
-			if err := os.Lchown(d, UID, GID); err != nil {
-				return err
-			}
+	for _, d := range []string{"workspace", "home", "tmp"} {
+		if err := os.Rename(filepath.Join(l.Root, d), filepath.Join(t.Dir, d)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
 		}
 	}
+	// The old run and etc directories held what boxd now passes by
+	// descriptor.
+	_ = os.RemoveAll(filepath.Join(l.Root, "run"))
+	_ = os.RemoveAll(filepath.Join(l.Root, "etc"))
 	return nil
 }
 
-func writeEtc(dir, hostname string) error {
-	files := map[string]string{
+// chownTree gives dir and everything below it to uid (and gid) owner,
+// without following links. It does nothing when dir already belongs to
+// owner: only a tree made by another layout or identity needs the walk.
+func chownTree(dir string, owner int) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return err
+	}
+	if int(st.Uid) == owner && int(st.Gid) == owner {
+		// New directories made below it by Prepare are root's.
+		for _, d := range []string{"workspace", "workspace/home", "home", "tmp"} {
+			p := filepath.Join(dir, d)
+			if err := unix.Lstat(p, &st); err == nil && (int(st.Uid) != owner || int(st.Gid) != owner) {
+				if err := os.Lchown(p, owner, owner); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	// Nothing runs in the box while it is prepared, so the tree holds
+	// still; Lchown never follows a link, and WalkDir does not descend
+	// into one.
+	return filepath.WalkDir(dir, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, owner, owner)
+	})
+}
+
+// etcFiles are the files of a box's /etc that boxd writes: the box user,
+// its host name, and a resolver configuration that points nowhere (names
+// are resolved by the egress proxy).
+func etcFiles(hostname string) map[string]string {
+	return map[string]string{
 		"passwd":        "root:x:0:0:root:/root:/usr/sbin/nologin\n" + UserName + ":x:1000:1000:Box User:" + UserHome + ":/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
 		"group":         "root:x:0:\n" + UserName + ":x:1000:\nnogroup:x:65534:\n",
 		"hostname":      hostname + "\n",
@@ -109,12 +224,6 @@ func writeEtc(dir, hostname string) error {
 		"nsswitch.conf": "passwd: files\ngroup: files\nhosts: files dns\n",
 		"resolv.conf":   "nameserver 127.0.0.1\n",
 	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // etcFromHost lists host /etc entries that carry no secrets and that common
@@ -135,13 +244,23 @@ type Spec struct {
 	Mode     Mode
 	// Agent is the path of the binary to run as the in-box agent.
 	Agent string
-	// AgentConfig is written to <run>/config.json for the agent to read.
+	// AgentConfig is written to the agent's standard input.
 	AgentConfig []byte
 	// Log receives the agent's stderr.
 	Log *os.File
-	// CABundle, when set, is a host file bound read-only at
-	// CABundlePath() in the box: the system's roots plus boxd's egress CA.
+	// CABundle, when set, is a host file (in boxd's private directory)
+	// that the box sees read-only at CABundlePath(): the system's roots
+	// plus boxd's egress CA.
 	CABundle string
+	// EgressSocket, when set, is the host path of boxd's egress socket for
+	// the box, in boxd's private directory; the agent gets it open.
+	EgressSocket string
+	// UID, when boxd runs as root with bubblewrap, is the host uid and gid
+	// that the box user is: the box's processes run as it and its files
+	// belong to it. Zero means the box user is boxd's own user.
+	UID int
+	// Limits bound the box's CPU, memory and processes (root only).
+	Limits cgroup.Limits
 }
 
 // hostCABundle is where Debian-like systems keep the CA bundle that
@@ -160,111 +279,321 @@ func CABundlePath() string {
 
 // Sandbox is one running box.
 type Sandbox struct {
-	spec   Spec
-	cmd    *exec.Cmd
-	done   chan struct{}
-	err    error
-	freeze freezer
+	spec  Spec
+	cmd   *exec.Cmd
+	done  chan struct{}
+	err   error
+	group *cgroup.Group // nil without control groups
+	// init is the host pid of the sandbox's first process inside its PID
+	// namespace (bubblewrap's), or the agent's without isolation.
+	init int
+	// lifeline is the write end of the agent's FDLifeline.
+	lifeline *os.File
+	// unstage removes the box's tree from boxd's mount namespace, and
+	// lets go of the stage.
+	unstage func()
+	stage   *stage
+
+	cleanOnce sync.Once
 
 	mu     sync.Mutex
 	paused bool
+	sigs   *signalFreezer // pause by signals, without a freezer group
 }
 
-// Start launches the sandbox and waits until its agent accepts connections.
+// Start launches the sandbox and waits until its agent serves.
 func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	if spec.Agent == "" {
 		return nil, errors.New("sandbox: no agent binary")
 	}
-	cfgPath := filepath.Join(spec.Layout.Run(), ConfigName)
-	if err := os.WriteFile(cfgPath, spec.AgentConfig, 0o600); err != nil {
+	if spec.Mode == ModeBwrap && spec.UID == 0 && os.Geteuid() == 0 {
+		// bubblewrap would map the box user onto root.
+		return nil, errors.New("sandbox: a box needs a uid of its own when boxd runs as root")
+	}
+	s := &Sandbox{spec: spec, done: make(chan struct{})}
+	var closers []io.Closer // descriptors that are the child's, closed once it has them
+	closeAll := func() {
+		for _, c := range closers {
+			c.Close()
+		}
+		closers = nil
+	}
+	defer closeAll()
+	fail := func(err error) (*Sandbox, error) {
+		closeAll()
+		if s.unstage != nil {
+			s.unstage()
+		}
 		return nil, err
 	}
-	if os.Geteuid() == 0 && spec.Mode == ModeBwrap {
-		if err := os.Chown(cfgPath, UID, GID); err != nil {
-			return nil, err
+
+	listener, err := listenAgent(spec.Layout.Socket())
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, listener)
+	egress, err := os.Open(os.DevNull)
+	if spec.EgressSocket != "" {
+		var fd int
+		fd, err = unix.Open(spec.EgressSocket, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == nil {
+			egress = os.NewFile(uintptr(fd), spec.EgressSocket)
 		}
 	}
-	_ = os.Remove(spec.Layout.Socket())
+	if err != nil {
+		return fail(fmt.Errorf("sandbox: egress socket: %w", err))
+	}
+	closers = append(closers, egress)
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	defer readyR.Close()
+	closers = append(closers, readyW)
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	defer cfgW.Close()
+	closers = append(closers, cfgR)
+	lifeR, lifeW, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, lifeR)
+	s.lifeline = lifeW
+	defer func() {
+		if s.cmd == nil {
+			lifeW.Close()
+		}
+	}()
+	files := []*os.File{listener, egress, readyW, lifeR}
+
+	if os.Geteuid() == 0 && (spec.Mode == ModeNone || spec.UID != 0) {
+		g, err := cgroup.New(spec.ID, spec.Limits)
+		if err != nil && !errors.Is(err, cgroup.ErrUnavailable) {
+			return fail(fmt.Errorf("sandbox: control groups: %w", err))
+		}
+		s.group = g
+	}
+	defer func() {
+		if s.cmd == nil && s.group != nil {
+			s.group.Remove()
+		}
+	}()
 
 	var cmd *exec.Cmd
+	var block, info *os.File
+	launch := func() error { return cmd.Start() }
 	switch spec.Mode {
 	case ModeBwrap:
 		bwrap, err := exec.LookPath("bwrap")
 		if err != nil {
-			return nil, fmt.Errorf("sandbox: bubblewrap (bwrap) not found: %w", err)
+			return fail(fmt.Errorf("sandbox: bubblewrap (bwrap) not found: %w", err))
 		}
-		cmd = exec.Command(bwrap, bwrapArgs(spec)...)
-		cmd.Env = []string{EnvAgent + "=" + RunDir + "/" + ConfigName, "PATH=/usr/bin:/bin"}
+		args, extra, err := s.bwrapArgs()
+		for _, f := range extra {
+			closers = append(closers, f)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		// Block and info: bubblewrap says where the sandbox's first
+		// process is, then waits while boxd puts it in the box's groups.
+		blockR, blockW, err := os.Pipe()
+		if err != nil {
+			return fail(err)
+		}
+		infoR, infoW, err := os.Pipe()
+		if err != nil {
+			blockR.Close()
+			blockW.Close()
+			return fail(err)
+		}
+		block, info = blockW, infoR
+		defer block.Close()
+		defer info.Close()
+		closers = append(closers, blockR, infoW)
+		n := firstBwrapFD + len(extra)
+		args = append([]string{"--block-fd", strconv.Itoa(n), "--info-fd", strconv.Itoa(n + 1)}, args...)
+		files = append(files, extra...)
+		files = append(files, blockR, infoW)
+		cmd = exec.Command(bwrap, args...)
+		cmd.Env = []string{EnvAgent + "=1", "PATH=/usr/bin:/bin"}
+		if spec.UID != 0 {
+			st := s.stage
+			launch = func() error { return st.start(cmd) }
+		}
 	case ModeNone:
 		cmd = exec.Command(spec.Agent)
-		cmd.Env = []string{EnvAgent + "=" + cfgPath, "PATH=" + os.Getenv("PATH")}
-		cmd.Dir = spec.Layout.Root
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		cmd.Env = []string{EnvAgent + "=1", "PATH=" + os.Getenv("PATH")}
+		cmd.Dir = spec.Layout.Files().Dir
 	default:
-		return nil, fmt.Errorf("sandbox: unknown isolation mode %q", spec.Mode)
+		return fail(fmt.Errorf("sandbox: unknown isolation mode %q", spec.Mode))
 	}
+	cmd.Stdin = cfgR
+	cmd.ExtraFiles = files
 	if spec.Log != nil {
 		cmd.Stdout = spec.Log
 		cmd.Stderr = spec.Log
 	}
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := launch(); err != nil {
+		return fail(fmt.Errorf("sandbox: start: %w", err))
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("sandbox: start: %w", err)
-	}
-	s := &Sandbox{spec: spec, cmd: cmd, done: make(chan struct{})}
+	s.cmd = cmd
 	go func() {
 		s.err = cmd.Wait()
+		s.cleanup()
 		close(s.done)
 	}()
-	if err := s.waitReady(ctx); err != nil {
-		s.Kill()
+	closeAll() // the child has its ends
+	started := false
+	defer func() {
+		if !started {
+			s.Kill()
+		}
+	}()
+
+	s.init = cmd.Process.Pid
+	if info != nil {
+		pid, err := readChildPid(info)
+		if err != nil {
+			<-s.done
+			return nil, fmt.Errorf("sandbox: bubblewrap failed: %v (%v)", s.err, err)
+		}
+		s.init = pid
+	}
+	if s.group != nil {
+		if err := s.group.Add(s.init); err != nil {
+			return nil, fmt.Errorf("sandbox: control groups: %w", err)
+		}
+	}
+	if block != nil {
+		if _, err := block.Write([]byte{1}); err != nil {
+			return nil, fmt.Errorf("sandbox: bubblewrap failed: %w", err)
+		}
+		block.Close()
+	}
+	if _, err := cfgW.Write(spec.AgentConfig); err != nil {
+		return nil, fmt.Errorf("sandbox: agent configuration: %w", err)
+	}
+	cfgW.Close()
+	if err := s.waitReady(ctx, readyR); err != nil {
 		return nil, err
 	}
-	// With bubblewrap the freezer group is made on the first Pause, off the
-	// start path: joining a new cgroup costs milliseconds that a box which
-	// is never paused should not pay, and the PID namespace already ends
-	// every process with the box. Without isolation there is no PID
-	// namespace: a background job orphaned by its shell leaves the agent's
-	// process tree, and only the group, joined now so that every later
-	// process is born in it, still finds it when the box is deleted.
-	if spec.Mode == ModeNone {
-		s.freeze = newFreezer(spec.ID, cmd.Process.Pid)
-	}
+	started = true
 	return s, nil
 }
 
-func (s *Sandbox) waitReady(ctx context.Context) error {
+// listenAgent makes the agent's listening socket at path (in boxd's
+// private directory) and returns it as a file to hand to the agent.
+func listenAgent(path string) (*os.File, error) {
+	_ = os.Remove(path)
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: agent socket: %w", err)
+	}
+	// The path stays for boxd to dial; the next start replaces it.
+	l.SetUnlinkOnClose(false)
+	f, err := l.File()
+	l.Close()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: agent socket: %w", err)
+	}
+	return f, nil
+}
+
+// readChildPid reads bubblewrap's --info-fd document for the host pid of
+// the sandbox's first process.
+func readChildPid(info io.Reader) (int, error) {
+	var doc struct {
+		ChildPid int `json:"child-pid"`
+	}
+	if err := json.NewDecoder(io.LimitReader(info, 64<<10)).Decode(&doc); err != nil {
+		return 0, err
+	}
+	if doc.ChildPid <= 0 {
+		return 0, errors.New("no child-pid in bubblewrap's info")
+	}
+	return doc.ChildPid, nil
+}
+
+func (s *Sandbox) waitReady(ctx context.Context, ready *os.File) error {
+	got := make(chan error, 1)
+	go func() {
+		var b [1]byte
+		n, err := ready.Read(b[:])
+		if n == 1 {
+			err = nil
+		} else if err == nil || errors.Is(err, io.EOF) {
+			err = errors.New("closed")
+		}
+		got <- err
+	}()
 	deadline := time.NewTimer(15 * time.Second)
 	defer deadline.Stop()
-	delay := 100 * time.Microsecond
-	for {
-		c, err := net.Dial("unix", s.spec.Layout.Socket())
+	select {
+	case err := <-got:
 		if err == nil {
-			c.Close()
 			return nil
 		}
 		select {
 		case <-s.done:
 			return fmt.Errorf("sandbox: agent exited before it was ready: %v", s.err)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-deadline.C:
-			return errors.New("sandbox: agent did not become ready within 15s")
-		case <-time.After(delay):
+		case <-time.After(time.Second):
+			return fmt.Errorf("sandbox: agent did not become ready: %v", err)
 		}
-		// The agent is typically ready within tens of milliseconds; a
-		// connect attempt on a unix socket is cheap, so poll finely.
-		if delay < time.Millisecond {
-			delay *= 2
-		}
+	case <-s.done:
+		return fmt.Errorf("sandbox: agent exited before it was ready: %v", s.err)
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-deadline.C:
+		return errors.New("sandbox: agent did not become ready within 15s")
 	}
 }
 
-func bwrapArgs(spec Spec) []string {
-	l := spec.Layout
-	a := []string{
+// bwrapArgs returns bubblewrap's arguments (but --block-fd and
+// --info-fd) and the descriptors they name, which are handed to it in
+// order from firstBwrapFD on. They are returned even with an error, to be
+// closed.
+func (s *Sandbox) bwrapArgs() ([]string, []*os.File, error) {
+	spec := s.spec
+	var files []*os.File
+	fd := func(f *os.File) string {
+		files = append(files, f)
+		return strconv.Itoa(firstBwrapFD + len(files) - 1)
+	}
+	tree, agent := spec.Layout.Files(), spec.Agent
+	var a []string
+	if spec.UID != 0 {
+		// The box user has no rights on boxd's directories: its tree and
+		// the agent binary are reached through boxd's stage.
+		st, release, err := acquireStage()
+		if err != nil {
+			return nil, files, err
+		}
+		s.stage = st
+		s.unstage = release
+		dir, unmount, err := st.mountTree(tree.Dir)
+		if err != nil {
+			return nil, files, err
+		}
+		s.unstage = func() { unmount(); release() }
+		tree = Tree{Dir: dir}
+		if agent, err = st.agent(spec.Agent); err != nil {
+			return nil, files, err
+		}
+		ns, err := newUserns(spec.Agent, spec.UID)
+		if err != nil {
+			return nil, files, err
+		}
+		a = append(a, "--userns", fd(ns))
+	} else {
+		a = append(a, "--unshare-user")
+	}
+	a = append(a,
+		"--uid", strconv.Itoa(UID), "--gid", strconv.Itoa(GID),
 		"--die-with-parent",
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
 		"--hostname", spec.Hostname,
@@ -279,14 +608,16 @@ func bwrapArgs(spec Spec) []string {
 		"--perms", "0755", "--dir", "/home",
 		"--perms", "0755", "--dir", "/var",
 		"--symlink", "/tmp", "/var/tmp",
-		"--bind", l.Workspace(), Workspace,
-		"--bind", l.UserHome(), UserHome,
-		"--bind", l.Tmp(), "/tmp",
-		"--bind", l.Run(), RunDir,
-		"--ro-bind", spec.Agent, "/run/boxd-agent",
+		"--bind", tree.Workspace(), Workspace,
+		"--bind", tree.UserHome(), UserHome,
+		"--bind", tree.Tmp(), "/tmp",
+		"--ro-bind", agent, agentPath,
 		"--chdir", Home,
 		"--setenv", "HOME", UserHome,
-	}
+		// Also in the command line, so that ps on the host tells which
+		// box a sandbox is.
+		"--setenv", "BOX_ID", spec.ID,
+	)
 	if fi, err := os.Lstat("/lib64"); err == nil {
 		if fi.Mode()&os.ModeSymlink != 0 {
 			a = append(a, "--symlink", "usr/lib64", "/lib64")
@@ -294,37 +625,79 @@ func bwrapArgs(spec Spec) []string {
 			a = append(a, "--ro-bind", "/lib64", "/lib64")
 		}
 	}
-	entries, _ := os.ReadDir(l.Etc())
-	for _, e := range entries {
-		a = append(a, "--ro-bind", filepath.Join(l.Etc(), e.Name()), "/etc/"+e.Name())
-	}
 	for _, name := range etcFromHost {
 		p := "/etc/" + name
 		if _, err := os.Stat(p); err == nil {
 			a = append(a, "--ro-bind", p, p)
 		}
 	}
+	etc := etcFiles(spec.Hostname)
+	names := make([]string, 0, len(etc))
+	for name := range etc {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		f, err := dataFile(name, []byte(etc[name]))
+		if err != nil {
+			return nil, files, err
+		}
+		a = append(a, "--perms", "0644", "--ro-bind-data", fd(f), "/etc/"+name)
+	}
 	if spec.CABundle != "" {
-		a = append(a, "--ro-bind", spec.CABundle, CABundlePath())
+		f, err := os.Open(spec.CABundle)
+		if err != nil {
+			return nil, files, fmt.Errorf("sandbox: CA bundle: %w", err)
+		}
+		a = append(a, "--perms", "0644", "--ro-bind-data", fd(f), CABundlePath())
 	}
-	if os.Geteuid() == 0 {
-		// The agent starts as uid 0 with only these capabilities and drops
-		// to the box user before it serves anything.
-		a = append(a, "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID")
-	} else {
-		a = append(a, "--unshare-user", "--uid", strconv.Itoa(UID), "--gid", strconv.Itoa(GID))
+	sc, err := seccompFile()
+	if err != nil {
+		return nil, files, fmt.Errorf("sandbox: seccomp filter: %w", err)
 	}
-	return append(a, "--", "/run/boxd-agent")
+	if sc != nil {
+		a = append(a, "--seccomp", fd(sc))
+	}
+	return append(a, "--", agentPath), files, nil
 }
 
-// Pid is the host pid of the sandbox's first process.
-func (s *Sandbox) Pid() int { return s.cmd.Process.Pid }
+// Pid is the host pid of the sandbox's first process: bubblewrap's init in
+// the box's PID namespace, or the agent without isolation.
+func (s *Sandbox) Pid() int { return s.init }
 
 // Done is closed when the sandbox has exited.
 func (s *Sandbox) Done() <-chan struct{} { return s.done }
 
 // Socket is the host path of the agent's unix socket.
 func (s *Sandbox) Socket() string { return s.spec.Layout.Socket() }
+
+// Unenforced names the limits of Spec.Limits that this machine could not
+// apply ("memory", "pids", "cpu"), all of them without control groups.
+func (s *Sandbox) Unenforced() []string {
+	if s.group == nil {
+		var all []string
+		if s.spec.Limits.Memory > 0 {
+			all = append(all, "memory")
+		}
+		if s.spec.Limits.Pids > 0 {
+			all = append(all, "pids")
+		}
+		if s.spec.Limits.CPUs > 0 {
+			all = append(all, "cpu")
+		}
+		return all
+	}
+	return s.group.Unenforced()
+}
+
+// MemoryPeak is the most memory the box has used at once, in bytes, or 0
+// when it is not known.
+func (s *Sandbox) MemoryPeak() int64 {
+	if s.group == nil {
+		return 0
+	}
+	return s.group.MemoryPeak()
+}
 
 // Paused reports whether the sandbox is frozen.
 func (s *Sandbox) Paused() bool {
@@ -340,19 +713,13 @@ func (s *Sandbox) Pause() error {
 	if s.paused {
 		return nil
 	}
-	if s.freeze == nil {
-		s.freeze = newFreezer(s.spec.ID, s.cmd.Process.Pid)
-	}
-	if err := s.freeze.freeze(); err != nil {
-		return err
-	}
-	// A process forked while the group was being joined may have been
-	// missed: move any such straggler in and freeze again.
-	if err := s.freeze.adoptAll(); err != nil {
-		return err
-	}
-	if err := s.freeze.freeze(); err != nil {
-		return err
+	if s.group != nil && s.group.CanFreeze() {
+		if err := s.group.Freeze(s.init); err != nil {
+			return err
+		}
+	} else {
+		s.sigs = &signalFreezer{pid: s.init}
+		s.sigs.signal(syscall.SIGSTOP)
 	}
 	s.paused = true
 	return nil
@@ -365,7 +732,10 @@ func (s *Sandbox) Resume() error {
 	if !s.paused {
 		return nil
 	}
-	if err := s.freeze.thaw(); err != nil {
+	if s.sigs != nil {
+		s.sigs.signal(syscall.SIGCONT)
+		s.sigs = nil
+	} else if err := s.group.Thaw(); err != nil {
 		return err
 	}
 	s.paused = false
@@ -375,46 +745,106 @@ func (s *Sandbox) Resume() error {
 // Kill ends every process of the sandbox and waits for it to exit.
 func (s *Sandbox) Kill() {
 	s.mu.Lock()
-	f := s.freeze
-	if s.paused && f != nil {
-		_ = f.thaw()
+	if s.sigs != nil {
+		s.sigs.signal(syscall.SIGCONT)
+		s.sigs = nil
 	}
 	s.paused = false
 	s.mu.Unlock()
-	if f == nil {
-		// No freezer group yet: kill the process tree. With bubblewrap the
-		// PID namespace ends with its init anyway; without isolation the
-		// agent's children have process groups of their own and would
-		// otherwise outlive it.
-		f = &signalFreezer{pid: s.cmd.Process.Pid}
+	if s.group != nil {
+		s.group.Kill()
+	} else {
+		// With bubblewrap the PID namespace ends with its init; without
+		// isolation the agent's children have process groups of their
+		// own and would otherwise outlive it.
+		(&signalFreezer{pid: s.init}).signal(syscall.SIGKILL)
 	}
-	f.killAll()
+	_ = syscall.Kill(s.init, syscall.SIGKILL)
 	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	_ = s.cmd.Process.Kill()
 	select {
 	case <-s.done:
 	case <-time.After(10 * time.Second):
+		s.cleanup()
 	}
-	f.remove()
 }
 
-// Available reports whether bubblewrap can start a sandbox on this machine.
-func Available() error {
+// cleanup releases what the sandbox held once it has exited: whatever is
+// left in its control groups (processes a box without a PID namespace
+// left behind) is killed and the groups removed, and its tree leaves the
+// stage.
+func (s *Sandbox) cleanup() {
+	s.cleanOnce.Do(func() {
+		s.lifeline.Close()
+		if s.group != nil {
+			s.group.Kill()
+			s.group.Remove()
+		}
+		if s.unstage != nil {
+			s.unstage()
+		}
+	})
+}
+
+// Reap ends whatever is left of a box's sandbox from an earlier boxd that
+// died without cleaning up: its processes are thawed (a frozen process
+// cannot die), killed, and its control groups removed. It is safe to call
+// for a box that has nothing left.
+func Reap(id string) { cgroup.Reap(id) }
+
+// signalFreezer stops the sandbox's process tree with signals. It is the
+// fallback when no cgroup freezer can be used (boxd not running as root).
+type signalFreezer struct{ pid int }
+
+func (s *signalFreezer) signal(sig syscall.Signal) {
+	for _, p := range append([]int{s.pid}, cgroup.Descendants(s.pid)...) {
+		_ = syscall.Kill(p, sig)
+	}
+}
+
+// Available reports whether bubblewrap can start a sandbox on this
+// machine, the way Start does: as root, in a user namespace of its own
+// (probing with host uid probeUID), from boxd's mount namespace.
+func Available(probeUID int) error {
 	bwrap, err := exec.LookPath("bwrap")
 	if err != nil {
 		return errors.New("bubblewrap (bwrap) is not installed")
 	}
-	args := []string{"--unshare-pid", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib"}
+	args := []string{"--unshare-pid", "--unshare-net", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib"}
 	if fi, err := os.Lstat("/lib64"); err == nil && fi.Mode()&os.ModeSymlink != 0 {
 		args = append(args, "--symlink", "usr/lib64", "/lib64")
 	}
-	if os.Geteuid() != 0 {
+	cmd := exec.Command(bwrap)
+	launch := cmd.Start
+	if os.Geteuid() == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		ns, err := newUserns(exe, probeUID)
+		if err != nil {
+			return err
+		}
+		defer ns.Close()
+		st, release, err := acquireStage()
+		if err != nil {
+			return err
+		}
+		defer release()
+		cmd.ExtraFiles = []*os.File{ns}
+		args = append(args, "--userns", "3", "--uid", strconv.Itoa(UID), "--gid", strconv.Itoa(GID))
+		launch = func() error { return st.start(cmd) }
+	} else {
 		args = append(args, "--unshare-user")
 	}
-	args = append(args, "--", "/usr/bin/true")
-	out, err := exec.Command(bwrap, args...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("bubblewrap cannot start a sandbox here: %v: %s", err, strings.TrimSpace(string(out)))
+	cmd.Args = append(append(cmd.Args, args...), "--", "/usr/bin/true")
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := launch(); err != nil {
+		return fmt.Errorf("bubblewrap cannot start a sandbox here: %v", err)
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("bubblewrap cannot start a sandbox here: %v: %s", err, strings.TrimSpace(out.String()))
 	}
 	return nil
 }

@@ -136,7 +136,7 @@ func (s *Store) Boxes() ([]*Box, error) {
 	return out, err
 }
 
-// DeleteBox removes a box with its runs and logs.
+// DeleteBox removes a box with its runs, logs and host uid.
 func (s *Store) DeleteBox(id string) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
 		boxes := tx.Bucket(bucketBoxes)
@@ -154,6 +154,9 @@ func (s *Store) DeleteBox(id string) error {
 			}
 		}
 		if err := boxes.Delete([]byte(id)); err != nil {
+			return err
+		}
+		if err := releaseUID(tx, id); err != nil {
 			return err
 		}
 		for _, bk := range [][]byte{bucketRuns, bucketLogs} {

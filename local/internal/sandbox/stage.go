@@ -1,0 +1,201 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// The stage is how a box's user, which has no rights on boxd's private
+// data directory, gets its own directories mounted.
+//
+// bubblewrap resolves every bind source by path, as the user the sandbox
+// runs as: the box's own uid, which may not search boxd's data directory
+// (mode 0700) or the directory of boxd's binary (the go tool builds test
+// binaries in private directories). So boxd keeps a mount namespace of its
+// own, on one OS thread that lives as long as the process, and starts
+// every bubblewrap from that thread. In it, a tmpfs that anyone may search
+// (but not list) is mounted on a directory of boxd's, and each starting
+// box's file tree and boxd's binary are bind-mounted into it under names
+// of boxd's choosing. Nothing of this is visible outside the namespace:
+// the host sees an empty directory, and a box sees only what bubblewrap
+// mounts for it from there.
+//
+// The thread lives while a sandbox started from it does (a sandbox dies
+// with the thread that started it: --die-with-parent and Pdeathsig are
+// per thread), and ends with the last one.
+type stage struct {
+	dir  string
+	reqs chan func()
+
+	mu     sync.Mutex
+	seq    int
+	agents map[string]string // agent binary → its path on the stage
+}
+
+var (
+	stageMu   sync.Mutex
+	stageCur  *stage
+	stageRefs int
+)
+
+// acquireStage returns the process's stage, making it when there is none,
+// and a function to call once what was started from it has ended.
+func acquireStage() (*stage, func(), error) {
+	stageMu.Lock()
+	defer stageMu.Unlock()
+	if stageCur == nil {
+		st, err := newStage()
+		if err != nil {
+			return nil, nil, err
+		}
+		stageCur = st
+	}
+	stageRefs++
+	st := stageCur
+	var once sync.Once
+	return st, func() {
+		once.Do(func() {
+			stageMu.Lock()
+			defer stageMu.Unlock()
+			if stageRefs--; stageRefs == 0 {
+				close(st.reqs)
+				stageCur = nil
+			}
+		})
+	}, nil
+}
+
+func newStage() (*stage, error) {
+	dir, err := stageDir()
+	if err != nil {
+		return nil, err
+	}
+	st := &stage{dir: dir, reqs: make(chan func()), agents: map[string]string{}}
+	ready := make(chan error)
+	go st.loop(ready)
+	if err := <-ready; err != nil {
+		return nil, fmt.Errorf("sandbox: boxd's mount namespace: %w", err)
+	}
+	return st, nil
+}
+
+// stageDir returns a directory of root's, in the system's temporary
+// directory, to mount the stage on. It is checked not to be a link or
+// anyone else's.
+func stageDir() (string, error) {
+	dir := filepath.Join(os.TempDir(), ".boxd-stage-"+strconv.Itoa(os.Geteuid()))
+	err := os.Mkdir(dir, 0o700)
+	if err != nil && !errors.Is(err, os.ErrExist) {
+		return "", err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return "", err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() || fi.Mode().Perm()&0o022 != 0 {
+		// Not ours: someone else made it. Make one with a name of our own.
+		return os.MkdirTemp("", ".boxd-stage-")
+	}
+	return dir, nil
+}
+
+// loop serves the stage on a thread of its own until reqs is closed.
+func (st *stage) loop(ready chan<- error) {
+	runtime.LockOSThread()
+	// Never unlocked: the thread must not go back to the Go scheduler
+	// with a mount namespace of its own. It ends with the goroutine, and
+	// its namespace with it.
+	err := func() error {
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			return err
+		}
+		// Nothing mounted here may reach the host; what the host mounts
+		// later still shows here.
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+			return err
+		}
+		return unix.Mount("boxd-stage", st.dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0711,size=1m")
+	}()
+	ready <- err
+	if err != nil {
+		// The thread's namespace is half made: let it die with the
+		// goroutine rather than serve anything.
+		return
+	}
+	for f := range st.reqs {
+		f()
+	}
+}
+
+// do runs f on the stage's thread, in its mount namespace.
+func (st *stage) do(f func() error) error {
+	done := make(chan error, 1)
+	st.reqs <- func() { done <- f() }
+	return <-done
+}
+
+// mountTree bind-mounts dir (a box's file tree) onto the stage and returns
+// where it is, with a function that unmounts it.
+func (st *stage) mountTree(dir string) (string, func(), error) {
+	st.mu.Lock()
+	st.seq++
+	p := filepath.Join(st.dir, strconv.Itoa(st.seq))
+	st.mu.Unlock()
+	err := st.do(func() error {
+		if err := os.Mkdir(p, 0o700); err != nil {
+			return err
+		}
+		if err := unix.Mount(dir, p, "", unix.MS_BIND|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+			_ = os.Remove(p)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return "", nil, fmt.Errorf("sandbox: stage %s: %w", dir, err)
+	}
+	return p, func() {
+		_ = st.do(func() error {
+			_ = unix.Unmount(p, unix.MNT_DETACH)
+			return os.Remove(p)
+		})
+	}, nil
+}
+
+// agent returns the path on the stage of the agent binary bin, mounting it
+// the first time.
+func (st *stage) agent(bin string) (string, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if p, ok := st.agents[bin]; ok {
+		return p, nil
+	}
+	p := filepath.Join(st.dir, "agent-"+strconv.Itoa(len(st.agents)))
+	err := st.do(func() error {
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o755)
+		if err != nil {
+			return err
+		}
+		f.Close()
+		return unix.Mount(bin, p, "", unix.MS_BIND, "")
+	})
+	if err != nil {
+		return "", fmt.Errorf("sandbox: stage the agent binary: %w", err)
+	}
+	st.agents[bin] = p
+	return p, nil
+}
+
+// start starts cmd from the stage's thread.
+func (st *stage) start(cmd interface{ Start() error }) error {
+	return st.do(cmd.Start)
+}
