@@ -91,11 +91,9 @@ func (m *boxes) runtime(id string) *runtime {
 	r := m.rt[id]
 	if r == nil {
 		r = &runtime{id: id}
-		layout := m.srv.layout(id)
 		r.transport = &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, "unix", layout.Socket())
+				return m.dialAgent(ctx, r)
 			},
 			MaxIdleConnsPerHost: 64,
 			// Trailers carry a process's stderr tail (base64): more than
@@ -108,6 +106,51 @@ func (m *boxes) runtime(id string) *runtime {
 		m.rt[id] = r
 	}
 	return r
+}
+
+// existing returns the runtime of box id if it has one.
+func (m *boxes) existing(id string) *runtime {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.rt[id]
+}
+
+// dialAgent connects to the agent of r's box, starting the box if it
+// is not running. An agent that no longer listens while its sandbox runs
+// on (killed, with background jobs keeping the sandbox's init alive) is
+// a broken box: its sandbox is replaced by a new one, once, and the
+// connection made to that. Nothing has been sent yet when a dial fails,
+// so the request that asked for it goes on unharmed.
+func (m *boxes) dialAgent(ctx context.Context, r *runtime) (net.Conn, error) {
+	for attempt := 0; ; attempt++ {
+		r.mu.Lock()
+		sb := r.sb
+		r.mu.Unlock()
+		if sb == nil {
+			b, err := m.srv.db.Box(r.id)
+			if err != nil {
+				return nil, notFoundAsBox(err)
+			}
+			if _, err := m.ensureRunning(ctx, b); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		c, err := sb.Dial(ctx)
+		if !errors.Is(err, sandbox.ErrAgentGone) || attempt > 0 || ctx.Err() != nil {
+			return c, err
+		}
+		r.mu.Lock()
+		current := r.sb == sb
+		if current {
+			r.sb = nil
+		}
+		r.mu.Unlock()
+		if current {
+			m.srv.logf(r.id, "warn", "system", "the box's agent does not answer; starting a new sandbox")
+			sb.Kill()
+		}
+	}
 }
 
 // newID returns a box id: "box-" and ten lower-case letters and digits, so

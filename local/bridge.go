@@ -29,8 +29,11 @@ func (e *bridgeError) Error() string { return e.msg }
 // The handshake is bounded by ctx and by 30 seconds; the connection it
 // returns is not.
 func (s *Server) dialBox(ctx context.Context, id string, port int) (net.Conn, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", s.layout(id).Socket())
+	rt := s.boxes.existing(id)
+	if rt == nil {
+		return nil, errBoxNotFound // callers start the box first
+	}
+	c, err := s.boxes.dialAgent(ctx, rt)
 	if err != nil {
 		return nil, err
 	}

@@ -177,11 +177,9 @@ func (c *controlPlane) gitBox(ctx context.Context, id string, folder *string) (*
 	if err != nil {
 		return nil, err
 	}
-	sock := c.s.layout(b.ID).Socket()
 	proc := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
+			return c.s.boxes.dialAgent(ctx, rt)
 		},
 		ReadBufferSize:     64 << 10,
 		DisableKeepAlives:  true, // nothing outlives the request

@@ -13,9 +13,14 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/upstash/box-go/local/internal/mountinfo"
 )
 
 const (
@@ -308,6 +313,10 @@ func (a *Agent) rename(from, to string) error {
 	return nil
 }
 
+// remove deletes a file, an empty directory, or with recursive a whole
+// tree. A tree is checked first, all of it: every directory in it must be
+// one the box user may change, and no mount point may lie in it. If any
+// part could not be removed, nothing is, and the error says which part.
 func (a *Agent) remove(p string, recursive bool) error {
 	bp, err := boxPath(p)
 	if err != nil {
@@ -322,19 +331,58 @@ func (a *Agent) remove(p string, recursive bool) error {
 	if err != nil {
 		return fsError(bp, err)
 	}
-	if fi.IsDir() && !recursive {
+	if !fi.IsDir() || !recursive {
 		if err := os.Remove(real); err != nil {
-			if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+			if fi.IsDir() && (errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST)) {
 				return errorf(http.StatusConflict, "%s is a non-empty directory: remove it with recursive", bp)
 			}
 			return fsError(bp, err)
 		}
 		return nil
 	}
+	if err := a.removable(bp, real); err != nil {
+		return err
+	}
 	if err := os.RemoveAll(real); err != nil {
 		return fsError(bp, err)
 	}
 	return nil
+}
+
+// removable checks that the tree at real (box path bp) can be removed
+// whole: its parent and every directory in it writable and searchable by
+// the box user, and no mount point at or below it.
+func (a *Agent) removable(bp, real string) error {
+	if err := unix.Access(filepath.Dir(real), unix.W_OK|unix.X_OK); err != nil {
+		return errorf(http.StatusForbidden, "permission denied: %s cannot be removed from %s (nothing was removed)", bp, path.Dir(bp))
+	}
+	mounts := mountPoints()
+	return filepath.WalkDir(real, func(p string, d fs.DirEntry, err error) error {
+		rel := bp + strings.TrimPrefix(p, real)
+		if err != nil {
+			return fsError(rel, err)
+		}
+		if mounts[p] {
+			return errorf(http.StatusForbidden, "%s is a mount point and cannot be removed (nothing was removed)", rel)
+		}
+		if d.IsDir() {
+			if err := unix.Access(p, unix.W_OK|unix.X_OK); err != nil {
+				return errorf(http.StatusForbidden, "permission denied: %s cannot be emptied (nothing was removed)", rel)
+			}
+		}
+		return nil
+	})
+}
+
+// mountPoints returns the mount points the agent sees (in a sandbox, the
+// box's own mount table), by path.
+func mountPoints() map[string]bool {
+	out := map[string]bool{}
+	ms, _ := mountinfo.Self()
+	for _, m := range ms {
+		out[m.Point] = true
+	}
+	return out
 }
 
 // openDownload opens a regular file for download.

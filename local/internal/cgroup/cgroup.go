@@ -11,7 +11,6 @@
 package cgroup
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -23,6 +22,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/upstash/box-go/local/internal/mountinfo"
 )
 
 // Limits bound a box. A zero field leaves that resource unlimited.
@@ -59,30 +60,17 @@ func discover() ([]*hierarchy, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountinfo.Self()
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	var out []*hierarchy
 	seen := map[string]bool{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// id parent major:minor root mountpoint options [optional...] - fstype source superoptions
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
-		}
-		pf, sf := strings.Fields(pre), strings.Fields(post)
-		if len(pf) < 5 || len(sf) < 3 {
-			continue
-		}
-		root, mnt := unescape(pf[3]), unescape(pf[4])
-		switch sf[0] {
+	for _, m := range mounts {
+		switch m.FSType {
 		case "cgroup":
 			var ctrls []string
-			for _, o := range strings.Split(sf[2], ",") {
+			for _, o := range m.SuperOptions {
 				if slices.Contains(limitControllers, o) || o == "freezer" {
 					ctrls = append(ctrls, o)
 				}
@@ -96,14 +84,14 @@ func discover() ([]*hierarchy, error) {
 				continue
 			}
 			seen[key] = true
-			out = append(out, &hierarchy{controllers: ctrls, mount: mnt, own: under(mnt, root, path)})
+			out = append(out, &hierarchy{controllers: ctrls, mount: m.Point, own: under(m.Point, m.Root, path)})
 		case "cgroup2":
 			path, ok := own[""]
 			if !ok || seen["\x00v2"] {
 				continue
 			}
 			seen["\x00v2"] = true
-			h := &hierarchy{v2: true, mount: mnt, own: under(mnt, root, path)}
+			h := &hierarchy{v2: true, mount: m.Point, own: under(m.Point, m.Root, path)}
 			if b, err := os.ReadFile(filepath.Join(h.own, "cgroup.controllers")); err == nil {
 				for _, c := range strings.Fields(string(b)) {
 					if slices.Contains(limitControllers, c) {
@@ -114,7 +102,7 @@ func discover() ([]*hierarchy, error) {
 			out = append(out, h)
 		}
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 // ownCgroups maps the controllers of each hierarchy (sorted as in
@@ -154,25 +142,6 @@ func under(mnt, root, path string) string {
 		rel = path
 	}
 	return filepath.Join(mnt, rel)
-}
-
-// unescape undoes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // Group is the control groups of one box.

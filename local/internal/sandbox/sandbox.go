@@ -289,6 +289,8 @@ type Sandbox struct {
 	init int
 	// lifeline is the write end of the agent's FDLifeline.
 	lifeline *os.File
+	// sock is the agent's socket, opened O_PATH (see Dial).
+	sock *os.File
 	// unstage removes the box's tree from boxd's mount namespace, and
 	// lets go of the stage.
 	unstage func()
@@ -327,11 +329,17 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		return nil, err
 	}
 
-	listener, err := listenAgent(spec.Layout.Socket())
+	listener, sock, err := listenAgent(spec.Layout.Socket())
 	if err != nil {
 		return fail(err)
 	}
 	closers = append(closers, listener)
+	s.sock = sock
+	defer func() {
+		if s.cmd == nil {
+			sock.Close()
+		}
+	}()
 	egress, err := os.Open(os.DevNull)
 	if spec.EgressSocket != "" {
 		var fd int
@@ -487,21 +495,31 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 }
 
 // listenAgent makes the agent's listening socket at path (in boxd's
-// private directory) and returns it as a file to hand to the agent.
-func listenAgent(path string) (*os.File, error) {
+// private directory) and returns it as a file to hand to the agent, and
+// the socket opened O_PATH, for boxd to connect through whatever becomes
+// of the path.
+func listenAgent(path string) (listener, sock *os.File, err error) {
 	_ = os.Remove(path)
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: agent socket: %w", err)
+		return nil, nil, fmt.Errorf("sandbox: agent socket: %w", err)
 	}
-	// The path stays for boxd to dial; the next start replaces it.
+	// The path stays until the next start replaces it; boxd connects
+	// through its own descriptor, not the path.
 	l.SetUnlinkOnClose(false)
-	f, err := l.File()
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		l.Close()
+		return nil, nil, fmt.Errorf("sandbox: agent socket: %w", err)
+	}
+	sock = os.NewFile(uintptr(fd), path)
+	listener, err = l.File()
 	l.Close()
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: agent socket: %w", err)
+		sock.Close()
+		return nil, nil, fmt.Errorf("sandbox: agent socket: %w", err)
 	}
-	return f, nil
+	return listener, sock, nil
 }
 
 // readChildPid reads bubblewrap's --info-fd document for the host pid of
@@ -668,8 +686,33 @@ func (s *Sandbox) Pid() int { return s.init }
 // Done is closed when the sandbox has exited.
 func (s *Sandbox) Done() <-chan struct{} { return s.done }
 
-// Socket is the host path of the agent's unix socket.
-func (s *Sandbox) Socket() string { return s.spec.Layout.Socket() }
+// ErrAgentGone is returned by Dial when the sandbox's agent no longer
+// listens (it died, or the sandbox has exited).
+var ErrAgentGone = errors.New("sandbox: the box's agent has gone")
+
+// Dial connects to the agent. It goes through boxd's own descriptor of the
+// agent's socket, so it reaches this sandbox's agent whatever happened to
+// the socket's path since.
+func (s *Sandbox) Dial(ctx context.Context) (net.Conn, error) {
+	rc, err := s.sock.SyscallConn()
+	if err != nil {
+		return nil, ErrAgentGone
+	}
+	var c net.Conn
+	var derr error
+	// Control holds the descriptor open while the path names it.
+	err = rc.Control(func(fd uintptr) {
+		var d net.Dialer
+		c, derr = d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(int(fd)))
+	})
+	switch {
+	case err != nil:
+		return nil, ErrAgentGone
+	case errors.Is(derr, syscall.ECONNREFUSED):
+		return nil, fmt.Errorf("%w: %w", ErrAgentGone, derr)
+	}
+	return c, derr
+}
 
 // Unenforced names the limits of Spec.Limits that this machine could not
 // apply ("memory", "pids", "cpu"), all of them without control groups.
@@ -776,6 +819,7 @@ func (s *Sandbox) Kill() {
 func (s *Sandbox) cleanup() {
 	s.cleanOnce.Do(func() {
 		s.lifeline.Close()
+		s.sock.Close()
 		if s.group != nil {
 			s.group.Kill()
 			s.group.Remove()
