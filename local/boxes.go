@@ -149,6 +149,7 @@ func (m *boxes) dialAgent(ctx context.Context, r *runtime) (net.Conn, error) {
 		if current {
 			m.srv.logf(r.id, "warn", "system", "the box's agent does not answer; starting a new sandbox")
 			sb.Kill()
+			r.transport.CloseIdleConnections()
 		}
 	}
 }
@@ -225,6 +226,8 @@ func (m *boxes) ensureRunning(ctx context.Context, b *store.Box) (*runtime, erro
 				// start a new one.
 				m.srv.logf(b.ID, "warn", "system", "box sandbox exited; restarting it")
 				r.sb = nil
+				// Kept connections led to the old agent.
+				r.transport.CloseIdleConnections()
 			default:
 				sb := r.sb
 				r.mu.Unlock()

@@ -55,7 +55,7 @@ func newBrowserServer(t *testing.T, dir string, cfg func(*local.Config)) *browse
 		dir = t.TempDir()
 	}
 	key := "box_test_" + randHex(16)
-	c := local.Config{DataDir: dir, APIKey: key, Isolation: isolation(t)}
+	c := local.Config{DataDir: dir, APIKey: key, Isolation: isolation(t), AllowHostLoopback: true}
 	if cfg != nil {
 		cfg(&c)
 	}

@@ -50,12 +50,14 @@ func newNetwork(s *Server) (*network, error) {
 	}
 	n := &network{s: s, ca: ca, denied: map[string]time.Time{}}
 	n.proxy = egress.New(egress.Config{
-		CA:      ca,
-		Lookup:  n.rules,
-		Resolve: s.cfg.EgressResolver,
-		RootCAs: s.cfg.EgressRootCAs,
-		Denied:  n.logDenied,
-		Log:     s.log,
+		CA:           ca,
+		Lookup:       n.rules,
+		Resolve:      s.cfg.EgressResolver,
+		RootCAs:      s.cfg.EgressRootCAs,
+		Denied:       n.logDenied,
+		Log:          s.log,
+		HostLoopback: s.cfg.AllowHostLoopback,
+		SelfPort:     s.isOwnPort,
 	})
 	if n.previews, err = newPreviews(s); err != nil {
 		n.proxy.Close()

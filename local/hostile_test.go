@@ -347,18 +347,23 @@ func TestBrokenAgentRecovers(t *testing.T) {
 	if agent == 0 {
 		t.Fatal("no agent process found")
 	}
+	old := sandboxOf(b.ID())
 	if err := syscall.Kill(agent, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if !waitFor(5*time.Second, func() bool { _, err := os.Stat(fmt.Sprintf("/proc/%d", agent)); return err != nil }) {
-		t.Fatal("the agent did not die")
+	// boxd ends the sandbox that has lost its agent, background job and
+	// all...
+	if !waitFor(5*time.Second, func() bool {
+		return len(procsWith("sleep "+bg)) == 0 && !slices.ContainsFunc(old, func(p int) bool {
+			_, err := os.Stat(fmt.Sprintf("/proc/%d", p))
+			return err == nil
+		})
+	}) {
+		t.Fatalf("the broken sandbox survives: %v, its background job %v", old, procsWith("sleep "+bg))
 	}
+	// ...and the next call gets a new one.
 	if got := mustExec(t, b, "cat kept.txt"); got != "kept" {
 		t.Fatalf("exec after the agent was killed = %q", got)
-	}
-	// The old sandbox went with its background job.
-	if !waitFor(5*time.Second, func() bool { return len(procsWith("sleep "+bg)) == 0 }) {
-		t.Errorf("the broken sandbox's background job survives: %v", procsWith("sleep "+bg))
 	}
 }
 
@@ -515,5 +520,68 @@ for p in ps: p.join()`
 	cpu, err := strconv.ParseFloat(strings.TrimSpace(cr.Stdout), 64)
 	if err != nil || cpu > 1.5*0.5*1.4 {
 		t.Errorf("CPU time of two spinning processes for 1.5 s with half a CPU: %q %q, want at most %.2fs", cr.Stdout, cr.Stderr, 1.5*0.5*1.4)
+	}
+}
+
+// openFDs counts this process's open descriptors (boxd runs in it).
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// TestEgressFloodStaysInItsBox opens 1,500 connections to the egress
+// proxy from one box and holds them. boxd's descriptors grow by that
+// box's bound at most, and another box keeps its network; once the flood
+// ends the box has its network back.
+func TestEgressFloodStaysInItsBox(t *testing.T) {
+	t.Parallel()
+	requireRootSandbox(t) // the proxy relay listens in the box's own network namespace
+	srv := boxtest.NewServer(t)
+	flood, other := newBox(t, srv, nil), newBox(t, srv, nil)
+	port, _ := hostServer(t)
+	curl := "curl -sS --max-time 20 http://host.boxd.internal:" + port + "/"
+	if got := mustExec(t, flood, curl); got != "host server\n" {
+		t.Fatalf("egress before the flood = %q", got)
+	}
+	mustExec(t, other, curl)
+	before := openFDs(t)
+	script := `import socket, time
+socks = []
+for i in range(1500):
+    s = socket.socket()
+    s.connect(("127.0.0.1", 3128))
+    socks.append(s)
+open("/tmp/opened", "w").write(str(len(socks)))
+time.sleep(60)`
+	if err := flood.Files.WriteText(t.Context(), "/tmp/flood.py", script); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, flood, "nohup python3 /tmp/flood.py >/tmp/flood.log 2>&1 &")
+	if !waitFor(30*time.Second, func() bool {
+		got, err := flood.Files.ReadText(t.Context(), "/tmp/opened")
+		return err == nil && got == "1500"
+	}) {
+		log, _ := flood.Files.ReadText(t.Context(), "/tmp/flood.log")
+		t.Fatalf("the flood did not open its connections: %s", log)
+	}
+	time.Sleep(time.Second) // let boxd take what it will
+	peak := openFDs(t)
+	const bound = 256 + 64 // the per-box limit, and slack for the rest of the test binary
+	if peak-before > bound {
+		t.Errorf("boxd's descriptors went from %d to %d with one box flooding its proxy; want at most %d more", before, peak, bound)
+	}
+	if got := mustExec(t, other, curl); got != "host server\n" {
+		t.Errorf("the other box's egress during the flood = %q", got)
+	}
+	mustExec(t, flood, "pkill -f 'python3 /tmp/[f]lood.py'; true")
+	if !waitFor(30*time.Second, func() bool {
+		r, err := flood.Exec.Command(t.Context(), curl)
+		return err == nil && r.Stdout == "host server\n"
+	}) {
+		t.Error("the flooding box did not get its network back after the flood")
 	}
 }

@@ -73,6 +73,14 @@ type Config struct {
 	// connections boxd opens to add a box's attach_headers (tests use it
 	// for their own HTTPS servers).
 	EgressRootCAs *x509.CertPool
+	// AllowHostLoopback lets boxes reach services on this machine's
+	// loopback (127.0.0.1, ::1, also as host.boxd.internal) and link-local
+	// addresses, where their network policy allows. Off (the default of
+	// cmd/boxd), no box reaches them under any policy: allow-all means the
+	// network, not the machine boxd runs on. boxtest and the embedded
+	// backend turn it on, for tests whose servers listen on 127.0.0.1.
+	// boxd's own API is never reachable from a box either way.
+	AllowHostLoopback bool
 	// EgressResolver resolves the host names boxes connect to, before
 	// their network policy is applied; nil uses the system resolver. The
 	// name host.boxd.internal always means the host's 127.0.0.1.
@@ -127,6 +135,10 @@ type Server struct {
 	statusMu sync.Mutex // serialises read-modify-write of box records
 
 	unenforcedOnce sync.Once
+
+	// ports are those boxd's API is served on, as learnt from Serve and
+	// from each request's local address; boxes never reach them.
+	ports sync.Map // uint16 → struct{}
 
 	closeOnce sync.Once
 }
@@ -277,10 +289,33 @@ func (s *Server) warnUnenforced(limits []string) {
 }
 
 // ServeHTTP serves the Box API.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		s.ownPort(a)
+	}
+	s.handler.ServeHTTP(w, r)
+}
+
+// ownPort notes a TCP address boxd's API is served on: no box may
+// connect to its port on this machine. boxd learns it from every request
+// (a box exists only once a request has created it), so it also knows the
+// listeners of programs that serve it with their own http.Server.
+func (s *Server) ownPort(a net.Addr) {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		if _, seen := s.ports.Load(uint16(ta.Port)); !seen {
+			s.ports.Store(uint16(ta.Port), struct{}{})
+		}
+	}
+}
+
+func (s *Server) isOwnPort(port uint16) bool {
+	_, ok := s.ports.Load(port)
+	return ok
+}
 
 // Serve accepts connections on l until ctx ends, then shuts down.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	s.ownPort(l.Addr())
 	hs := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(l) }()

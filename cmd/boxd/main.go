@@ -50,6 +50,7 @@ func run() error {
 	isolation := flag.String("isolation", local.IsolationBwrap, "box isolation: bwrap, or none (no isolation at all)")
 	githubURL := flag.String("github-url", "https://github.com", "GitHub for git clone of owner/repo, the box's git token, pull requests and issues")
 	githubAPIURL := flag.String("github-api-url", "", "GitHub REST API (default https://api.github.com, or {github-url}/api/v3 for another -github-url)")
+	hostLoopback := flag.Bool("allow-host-loopback", false, "let boxes reach services on this machine's loopback (127.0.0.1, host.boxd.internal) where their network policy allows; boxd's own API stays out of reach")
 	verbose := flag.Bool("v", false, "log debug messages")
 	flag.Parse()
 
@@ -74,7 +75,7 @@ func run() error {
 	// cleanly once it has said it is listening.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv, err := local.New(local.Config{DataDir: *data, APIKey: key, Isolation: *isolation, Logger: log, GitHubURL: *githubURL, GitHubAPIURL: *githubAPIURL})
+	srv, err := local.New(local.Config{DataDir: *data, APIKey: key, Isolation: *isolation, Logger: log, GitHubURL: *githubURL, GitHubAPIURL: *githubAPIURL, AllowHostLoopback: *hostLoopback})
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -149,9 +150,10 @@ func main1(log *slog.Logger) error {
 		srv.Close()
 	}()
 	go watchLifeline(cfg.HostRoot == "", log)
+	// Kept open (and so referenced) for as long as the agent lives.
 	ready := os.NewFile(sandbox.FDReady, "ready")
 	_, _ = ready.Write([]byte{1})
-	ready.Close()
+	defer runtime.KeepAlive(ready)
 	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -181,16 +182,24 @@ func TestCA(t *testing.T) {
 // rig is a proxy for one box ("b1") on a loopback listener, with rules the
 // test changes, and a resolver that knows only the test's names.
 type rig struct {
-	t     *testing.T
-	p     *Proxy
-	ca    *CA
-	url   *url.URL
-	mu    sync.Mutex
-	rules *Rules
-	names map[string]string
+	t       *testing.T
+	p       *Proxy
+	ca      *CA
+	url     *url.URL
+	mu      sync.Mutex
+	rules   *Rules
+	names   map[string]string
+	lookups []string // names the resolver was asked for
 }
 
 func newRig(t *testing.T, roots *x509.CertPool) *rig {
+	// The test servers on 127.0.0.1 stand in for the network.
+	return newRigWith(t, Config{RootCAs: roots, HostLoopback: true})
+}
+
+// newRigWith is newRig with cfg's HostLoopback, SelfPort, MaxConns and
+// RootCAs.
+func newRigWith(t *testing.T, cfg Config) *rig {
 	t.Helper()
 	ca, err := LoadCA(t.TempDir())
 	if err != nil {
@@ -198,8 +207,11 @@ func newRig(t *testing.T, roots *x509.CertPool) *rig {
 	}
 	r := &rig{t: t, ca: ca, rules: &Rules{Policy: AllowAll}, names: map[string]string{}}
 	r.p = New(Config{
-		CA:      ca,
-		RootCAs: roots,
+		CA:           ca,
+		RootCAs:      cfg.RootCAs,
+		HostLoopback: cfg.HostLoopback,
+		SelfPort:     cfg.SelfPort,
+		MaxConns:     cfg.MaxConns,
 		Lookup: func(id string) (*Rules, error) {
 			if id != "b1" {
 				return nil, errors.New("no such box")
@@ -212,6 +224,7 @@ func newRig(t *testing.T, roots *x509.CertPool) *rig {
 		Resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
 			r.mu.Lock()
 			defer r.mu.Unlock()
+			r.lookups = append(r.lookups, host)
 			if a, ok := r.names[host]; ok {
 				return []netip.Addr{netip.MustParseAddr(a)}, nil
 			}
@@ -515,4 +528,197 @@ func tcpPair(t *testing.T) (net.Conn, net.Conn) {
 	}
 	t.Cleanup(func() { c1.Close(); c2.Close() })
 	return c1, c2
+}
+
+func TestCanonical(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"0.0.0.0":          "127.0.0.1",
+		"::":               "::1",
+		"::ffff:0.0.0.0":   "127.0.0.1",
+		"::ffff:127.0.0.2": "127.0.0.2",
+		"::ffff:10.1.2.3":  "10.1.2.3",
+		"fe80::1%eth0":     "fe80::1",
+		"203.0.113.9":      "203.0.113.9",
+		"2001:db8::1":      "2001:db8::1",
+	} {
+		if got := Canonical(netip.MustParseAddr(in)); got != netip.MustParseAddr(want) {
+			t.Errorf("Canonical(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// request sends one proxy request for target (an absolute http:// URL, or
+// host:port for CONNECT) and returns the status code and body.
+func (r *rig) request(connect bool, target string) (int, string) {
+	r.t.Helper()
+	c, err := net.Dial("tcp", r.url.Host)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer c.Close()
+	if connect {
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	} else {
+		u, _ := url.Parse(target)
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", target, u.Host)
+	}
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	if connect && resp.StatusCode == 200 {
+		return 200, ""
+	}
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// loopbackForms are ways to write the host's loopback address that a box
+// may try, with the port.
+func loopbackForms(port string) []string {
+	return []string{"127.0.0.1:" + port, "127.9.9.9:" + port, "0.0.0.0:" + port, "[::]:" + port, "[::1]:" + port, "[::ffff:0.0.0.0]:" + port, "[::ffff:127.0.0.1]:" + port}
+}
+
+// TestProxyKeepsBoxesOffTheHost checks every form of the host's loopback
+// address, by HTTP and CONNECT, with the operator's switch off (no box
+// reaches the host, whatever its policy), and with it on under a policy
+// that denies 127.0.0.0/8 and ::1 (the unspecified and mapped forms are
+// the loopback they reach).
+func TestProxyKeepsBoxesOffTheHost(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer up.Close()
+	_, port, _ := net.SplitHostPort(up.Listener.Addr().String())
+	off := newRigWith(t, Config{})
+	off.names["evil.example.test"] = "127.0.0.1"
+	wild, _ := Compile("custom", []string{"*.example.test"}, nil, nil)
+	on := newRigWith(t, Config{HostLoopback: true})
+	deny, _ := Compile("custom", nil, nil, []string{"127.0.0.0/8", "::1/128"})
+	on.set(deny, nil)
+	on.names["local.test"] = "127.0.0.1"
+	for _, tc := range []struct {
+		r      *rig
+		pol    *Policy
+		target string
+		why    string
+	}{
+		{off, AllowAll, "", "this machine's own"},
+		{off, wild, "", "this machine's own"},
+		{off, wild, "evil.example.test:" + port, "this machine's own"},
+		{off, AllowAll, HostAlias + ":" + port, "this machine's own"},
+		{on, deny, "", "network policy"},
+		{on, deny, "local.test:" + port, "network policy"},
+	} {
+		tc.r.set(tc.pol, nil)
+		targets := loopbackForms(port)
+		if tc.target != "" {
+			targets = []string{tc.target}
+		}
+		for _, target := range targets {
+			for _, connect := range []bool{false, true} {
+				u := target
+				if !connect {
+					u = "http://" + target + "/"
+				}
+				code, body := tc.r.request(connect, u)
+				if code != 403 || !strings.Contains(body, tc.why) {
+					t.Errorf("%s policy, loopback %v: %s (CONNECT %v) = %d %q, want 403 (%s)", tc.pol.Mode(), tc.r.p.cfg.HostLoopback, target, connect, code, body, tc.why)
+				}
+			}
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the host's server got %d requests", n)
+	}
+	// With the switch on and a policy that allows it, the host is reached.
+	on.set(AllowAll, nil)
+	if code, _ := on.request(false, "http://0.0.0.0:"+port+"/"); code != 200 || hits.Load() != 1 {
+		t.Errorf("allowed loopback: %d, %d requests", code, hits.Load())
+	}
+}
+
+// TestProxyKeepsBoxesOffBoxd: boxd's own ports are out of reach in every
+// mode, by any address of this machine.
+func TestProxyKeepsBoxesOffBoxd(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer up.Close()
+	_, port, _ := net.SplitHostPort(up.Listener.Addr().String())
+	pn, _ := strconv.Atoi(port)
+	r := newRigWith(t, Config{HostLoopback: true, SelfPort: func(p uint16) bool { return int(p) == pn }})
+	r.names["api.test"] = "127.0.0.1"
+	targets := append(loopbackForms(port), "api.test:"+port, HostAlias+":"+port)
+	if as, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range as {
+			if pf, err := netip.ParsePrefix(a.String()); err == nil && !pf.Addr().IsLoopback() && !pf.Addr().IsLinkLocalUnicast() {
+				targets = append(targets, net.JoinHostPort(pf.Addr().String(), port))
+			}
+		}
+	}
+	custom, _ := Compile("custom", []string{"api.test", HostAlias}, []string{"0.0.0.0/0", "::/0"}, nil)
+	for _, pol := range []*Policy{AllowAll, custom} {
+		r.set(pol, nil)
+		for _, target := range targets {
+			for _, connect := range []bool{false, true} {
+				u := target
+				if !connect {
+					u = "http://" + target + "/"
+				}
+				if code, body := r.request(connect, u); code != 403 || !strings.Contains(body, "boxd itself") {
+					t.Errorf("%s: %s (CONNECT %v) = %d %q, want 403", pol.Mode(), target, connect, code, body)
+				}
+			}
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("boxd's port got %d requests", n)
+	}
+}
+
+// TestProxyResolvesOnlyAllowedNames: a lookup is traffic too. A name is
+// looked up only when the policy could allow it by name.
+func TestProxyResolvesOnlyAllowedNames(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, nil)
+	byCIDR, _ := Compile("custom", nil, []string{"127.0.0.0/8"}, nil)
+	byName, _ := Compile("custom", []string{"ok.test"}, []string{"127.0.0.0/8"}, nil)
+	onlyDenied, _ := Compile("custom", nil, nil, []string{"10.0.0.0/8"})
+	for _, tc := range []struct {
+		pol    *Policy
+		host   string
+		lookup bool
+	}{
+		{byCIDR, "secret-data.exfil.test", false},
+		{DenyAll, "secret-data.exfil.test", false},
+		{byName, "secret-data.exfil.test", false},
+		{byName, "ok.test", true},
+		{onlyDenied, "anything.test", true},
+		{AllowAll, "anything.test", true},
+	} {
+		r.set(tc.pol, nil)
+		r.mu.Lock()
+		r.lookups = nil
+		r.mu.Unlock()
+		for _, connect := range []bool{false, true} {
+			u := tc.host + ":80"
+			if !connect {
+				u = "http://" + u + "/"
+			}
+			code, _ := r.request(connect, u)
+			if code != 403 && code != 502 {
+				t.Errorf("%s %s = %d", tc.pol.Mode(), u, code)
+			}
+		}
+		r.mu.Lock()
+		n := len(r.lookups)
+		r.mu.Unlock()
+		if tc.lookup != (n > 0) {
+			t.Errorf("%s policy, %s: %d lookups, want lookup %v", tc.pol.Mode(), tc.host, n, tc.lookup)
+		}
+	}
 }

@@ -168,8 +168,32 @@ func (p *Policy) allowsName(host string) bool {
 	return false
 }
 
+// Canonical returns the address a connection to ip really reaches: an
+// IPv4-mapped IPv6 address is its IPv4 address, and the unspecified
+// addresses (0.0.0.0, ::), which Linux connects to the local host, are
+// the loopback ones. Policies are checked, and connections made, on it.
+func Canonical(ip netip.Addr) netip.Addr {
+	ip = ip.Unmap().WithZone("")
+	switch {
+	case ip == netip.IPv4Unspecified():
+		return netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	case ip == netip.IPv6Unspecified():
+		return netip.IPv6Loopback()
+	}
+	return ip
+}
+
+// hostOnly reports whether the canonical address ip reaches the machine
+// boxd runs on, or its link (a cloud's metadata service), rather than the
+// network: a loopback or link-local address.
+func hostOnly(ip netip.Addr) bool {
+	return ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsInterfaceLocalMulticast()
+}
+
 // Permits reports whether the policy lets the box connect to ip, reached
-// under the name host (which may be the address itself).
+// under the name host (which may be the address itself). It decides by
+// the box's policy alone; the proxy also keeps boxes off the host (see
+// Config.HostLoopback) and off boxd itself.
 func (p *Policy) Permits(host string, ip netip.Addr) bool {
 	switch p.mode {
 	case ModeAllowAll:
@@ -178,7 +202,7 @@ func (p *Policy) Permits(host string, ip netip.Addr) bool {
 	default:
 		return false
 	}
-	ip = ip.Unmap()
+	ip = Canonical(ip)
 	for _, d := range p.denied {
 		if d.Contains(ip) {
 			return false
@@ -198,25 +222,42 @@ func (p *Policy) Permits(host string, ip netip.Addr) bool {
 	return false
 }
 
-// mayResolve reports whether resolving host can lead anywhere: a deny-all
-// policy, or a custom one that can allow the name neither by domain nor by
-// address, refuses before any DNS lookup.
+// mayResolve reports whether the policy lets the box have host looked
+// up: a lookup is itself traffic that leaves the box (a name can carry
+// data to whoever answers for its domain). Allow-all, and a custom policy
+// with only denied_cidrs, allow every destination and so every lookup; a
+// custom policy with allow lists allows looking up only the names in
+// allowed_domains (with allowed_cidrs alone, only addresses can be
+// reached); deny-all allows none.
 func (p *Policy) mayResolve(host string) bool {
 	switch p.mode {
 	case ModeAllowAll:
 		return true
 	case ModeCustom:
-		return len(p.allowed) > 0 || len(p.domains) == 0 || p.allowsName(host)
+		return len(p.domains) == 0 && len(p.allowed) == 0 || p.allowsName(host)
 	}
 	return false
 }
 
-// DeniedError is returned when the policy refuses a destination.
+// DeniedError is returned when a destination is refused: by the box's
+// network policy, or because it is the host or boxd itself.
 type DeniedError struct {
 	Host string
 	Mode string
+	// Reason, when set, is why a destination that the policy may allow is
+	// refused anyway.
+	Reason string
 }
 
 func (e *DeniedError) Error() string {
+	if e.Reason != "" {
+		return fmt.Sprintf("boxd egress: %s is not reachable from a box: %s", e.Host, e.Reason)
+	}
 	return fmt.Sprintf("boxd egress: %s is not allowed by the box's network policy (%s)", e.Host, e.Mode)
 }
+
+// Reasons a destination is refused whatever the policy says.
+const (
+	reasonSelf = "it is boxd itself"
+	reasonHost = "it is this machine's own (loopback or link-local), which boxd's operator does not let boxes reach"
+)

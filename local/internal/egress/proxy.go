@@ -16,9 +16,12 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/net/netutil"
 )
 
 // Rules are what the proxy applies to one box's traffic. The proxy asks
@@ -110,6 +113,20 @@ type Config struct {
 	RootCAs *x509.CertPool
 	// Denied, when set, is told of every connection the policy refuses.
 	Denied func(boxID string, err *DeniedError)
+	// HostLoopback lets boxes reach this machine's loopback (and
+	// link-local) addresses, where their policy allows: services a test
+	// runs on 127.0.0.1, say. Without it no box ever reaches them, under
+	// any policy: allow-all means the network, not the machine boxd runs
+	// on.
+	HostLoopback bool
+	// SelfPort reports whether port is one that boxd itself listens on
+	// (its API). Boxes never reach such a port on this machine, whatever
+	// else allows it.
+	SelfPort func(port uint16) bool
+	// MaxConns bounds the connections one box may have open to the
+	// proxy at once (default 256); past it the box's new connections
+	// wait, and other boxes are not affected.
+	MaxConns int
 	// Log receives the proxy's own problems (never headers).
 	Log *slog.Logger
 }
@@ -131,6 +148,9 @@ type Proxy struct {
 func New(cfg Config) *Proxy {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = 256
 	}
 	p := &Proxy{cfg: cfg, boxes: map[string]*boxProxy{}}
 	p.errorLog = slog.NewLogLogger(cfg.Log.Handler(), slog.LevelDebug)
@@ -207,7 +227,7 @@ func (p *Proxy) Serve(boxID string, ln net.Listener) error {
 	b.mu.Unlock()
 	go func() {
 		defer p.wg.Done()
-		_ = hs.Serve(ln)
+		_ = hs.Serve(netutil.LimitListener(ln, p.cfg.MaxConns))
 	}()
 	return nil
 }
@@ -240,7 +260,7 @@ func (p *Proxy) Recheck(boxID string) {
 	b.mu.Lock()
 	var drop []*conn
 	for c := range b.conns {
-		if c.upstream && !pol.Permits(c.host, c.ip) {
+		if c.upstream && p.refuses(pol, c.host, c.ip, c.port) != "" {
 			drop = append(drop, c)
 		}
 	}
@@ -269,7 +289,7 @@ func (p *Proxy) Close() {
 // resolve returns the addresses of host.
 func (p *Proxy) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
 	if a, err := netip.ParseAddr(host); err == nil {
-		return []netip.Addr{a.Unmap()}, nil
+		return []netip.Addr{a}, nil
 	}
 	if host == HostAlias {
 		return []netip.Addr{netip.AddrFrom4([4]byte{127, 0, 0, 1})}, nil
@@ -280,12 +300,43 @@ func (p *Proxy) resolve(ctx context.Context, host string) ([]netip.Addr, error) 
 	return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 }
 
-// permitted returns the addresses of host that pol lets the box reach, or
-// a *DeniedError when there are none.
-func (p *Proxy) permitted(ctx context.Context, pol *Policy, host string) ([]netip.Addr, error) {
+// refuses says why a box with policy pol may not connect to the
+// canonical address ip at port under the name host: "" when it may, a
+// reason for a destination refused whatever the policy, or the policy's
+// mode.
+func (p *Proxy) refuses(pol *Policy, host string, ip netip.Addr, port uint16) string {
+	switch {
+	case p.isSelf(ip, port):
+		return reasonSelf
+	case hostOnly(ip) && !p.cfg.HostLoopback:
+		return reasonHost
+	case !pol.Permits(host, ip):
+		return pol.Mode()
+	}
+	return ""
+}
+
+// isSelf reports whether ip:port is boxd's own listener: one of its ports
+// at a loopback address or any address of this machine.
+func (p *Proxy) isSelf(ip netip.Addr, port uint16) bool {
+	if p.cfg.SelfPort == nil || !p.cfg.SelfPort(port) {
+		return false
+	}
+	return ip.IsLoopback() || localAddrs.has(ip)
+}
+
+// permitted returns the canonical addresses of host that the box may
+// connect to at port, or a *DeniedError when there are none. The
+// addresses are checked after resolution, every one; a name the policy
+// could not allow is not even looked up.
+func (p *Proxy) permitted(ctx context.Context, pol *Policy, host, port string) ([]netip.Addr, error) {
 	host = normalizeHost(host)
+	pn, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return nil, fmt.Errorf("bad port %q", port)
+	}
 	denied := &DeniedError{Host: host, Mode: pol.Mode()}
-	if !pol.mayResolve(host) {
+	if _, err := netip.ParseAddr(host); err != nil && !pol.mayResolve(host) {
 		return nil, denied
 	}
 	addrs, err := p.resolve(ctx, host)
@@ -294,8 +345,16 @@ func (p *Proxy) permitted(ctx context.Context, pol *Policy, host string) ([]neti
 	}
 	var ok []netip.Addr
 	for _, a := range addrs {
-		if a = a.Unmap(); pol.Permits(host, a) && !slices.Contains(ok, a) {
-			ok = append(ok, a)
+		a = Canonical(a)
+		switch why := p.refuses(pol, host, a, uint16(pn)); why {
+		case "":
+			if !slices.Contains(ok, a) {
+				ok = append(ok, a)
+			}
+		case reasonSelf, reasonHost:
+			if denied.Reason != reasonSelf {
+				denied.Reason = why
+			}
 		}
 	}
 	if len(ok) == 0 {
@@ -313,6 +372,32 @@ func (p *Proxy) permitted(ctx context.Context, pol *Policy, host string) ([]neti
 		return 1
 	})
 	return ok, nil
+}
+
+// localAddrs caches the addresses of this machine's interfaces.
+var localAddrs = &addrCache{}
+
+type addrCache struct {
+	mu    sync.Mutex
+	at    time.Time
+	addrs map[netip.Addr]bool
+}
+
+func (c *addrCache) has(ip netip.Addr) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.at) > 5*time.Second {
+		c.addrs = map[netip.Addr]bool{}
+		if as, err := net.InterfaceAddrs(); err == nil {
+			for _, a := range as {
+				if pf, err := netip.ParsePrefix(a.String()); err == nil {
+					c.addrs[Canonical(pf.Addr())] = true
+				}
+			}
+		}
+		c.at = time.Now()
+	}
+	return c.addrs[ip]
 }
 
 // boxProxy is the proxy of one box.
@@ -390,16 +475,18 @@ func (b *boxProxy) dial(ctx context.Context, host, port string) (net.Conn, error
 	if err != nil {
 		return nil, err
 	}
-	addrs, err := b.p.permitted(ctx, r.Policy, host)
+	addrs, err := b.p.permitted(ctx, r.Policy, host, port)
 	if err != nil {
 		return nil, err
 	}
+	pn, _ := strconv.ParseUint(port, 10, 16)
 	var lastErr error
 	for _, a := range addrs {
 		d := net.Dialer{Timeout: 10 * time.Second}
+		// The address checked is the one dialled.
 		c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(a.String(), port))
 		if err == nil {
-			return b.track(c, normalizeHost(host), a, true)
+			return b.track(c, normalizeHost(host), a, uint16(pn), true)
 		}
 		lastErr = err
 	}
@@ -407,8 +494,8 @@ func (b *boxProxy) dial(ctx context.Context, host, port string) (net.Conn, error
 }
 
 // track registers c so that StopBox and Recheck can close it.
-func (b *boxProxy) track(c net.Conn, host string, ip netip.Addr, upstream bool) (*conn, error) {
-	tc := &conn{Conn: c, b: b, host: host, ip: ip, upstream: upstream}
+func (b *boxProxy) track(c net.Conn, host string, ip netip.Addr, port uint16, upstream bool) (*conn, error) {
+	tc := &conn{Conn: c, b: b, host: host, ip: ip, port: port, upstream: upstream}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.stopped {
@@ -426,6 +513,7 @@ type conn struct {
 	b        *boxProxy
 	host     string
 	ip       netip.Addr
+	port     uint16
 	upstream bool
 	once     sync.Once
 }
@@ -542,7 +630,7 @@ func (b *boxProxy) connect(w http.ResponseWriter, r *http.Request) {
 			b.refuse(w, err)
 			return
 		}
-	} else if _, err := b.p.permitted(r.Context(), rules.Policy, host); err != nil {
+	} else if _, err := b.p.permitted(r.Context(), rules.Policy, host, port); err != nil {
 		// The interception dials for each request; refuse up front so
 		// the box gets a clear answer to its CONNECT.
 		b.refuse(w, err)
@@ -563,7 +651,7 @@ func (b *boxProxy) connect(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	client, err := b.track(WithBuffered(raw, brw.Reader), "", netip.Addr{}, false)
+	client, err := b.track(WithBuffered(raw, brw.Reader), "", netip.Addr{}, 0, false)
 	if err != nil {
 		if up != nil {
 			up.Close()

@@ -35,6 +35,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -74,7 +75,8 @@ const (
 	// agent connects to it as EgressPath.
 	FDEgress = 4
 	// FDReady is the write end of a pipe on which the agent says it is
-	// serving: one byte, then it closes it.
+	// serving, with one byte, and which it then keeps open: its end, when
+	// the agent dies, tells boxd that the sandbox is broken.
 	FDReady = 5
 	// FDLifeline is the read end of a pipe whose write end only boxd
 	// holds: when boxd ends, however it ends, the agent reads EOF and
@@ -297,6 +299,7 @@ type Sandbox struct {
 	stage   *stage
 
 	cleanOnce sync.Once
+	agentGone atomic.Bool
 
 	mu     sync.Mutex
 	paused bool
@@ -356,7 +359,6 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	if err != nil {
 		return fail(err)
 	}
-	defer readyR.Close()
 	closers = append(closers, readyW)
 	cfgR, cfgW, err := os.Pipe()
 	if err != nil {
@@ -447,6 +449,7 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := launch(); err != nil {
+		readyR.Close()
 		return fail(fmt.Errorf("sandbox: start: %w", err))
 	}
 	s.cmd = cmd
@@ -540,11 +543,21 @@ func readChildPid(info io.Reader) (int, error) {
 func (s *Sandbox) waitReady(ctx context.Context, ready *os.File) error {
 	got := make(chan error, 1)
 	go func() {
+		defer ready.Close()
 		var b [1]byte
 		n, err := ready.Read(b[:])
 		if n == 1 {
-			err = nil
-		} else if err == nil || errors.Is(err, io.EOF) {
+			got <- nil
+			// The agent keeps its end open while it lives. A sandbox
+			// whose agent has died is of no use, even if background jobs
+			// keep it running: it ends, and the next call starts a new
+			// one.
+			_, _ = io.Copy(io.Discard, ready)
+			s.agentGone.Store(true)
+			go s.Kill()
+			return
+		}
+		if err == nil || errors.Is(err, io.EOF) {
 			err = errors.New("closed")
 		}
 		got <- err
@@ -694,6 +707,9 @@ var ErrAgentGone = errors.New("sandbox: the box's agent has gone")
 // agent's socket, so it reaches this sandbox's agent whatever happened to
 // the socket's path since.
 func (s *Sandbox) Dial(ctx context.Context) (net.Conn, error) {
+	if s.agentGone.Load() {
+		return nil, ErrAgentGone
+	}
 	rc, err := s.sock.SyscallConn()
 	if err != nil {
 		return nil, ErrAgentGone
