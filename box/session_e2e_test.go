@@ -21,6 +21,7 @@ import (
 
 	"github.com/upstash/box-go/box"
 	"github.com/upstash/box-go/boxtest"
+	"github.com/upstash/box-go/local"
 	"github.com/upstash/box-go/session"
 )
 
@@ -288,6 +289,42 @@ func TestSessionSignal(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustWait(t, s, 137)
+}
+
+// TestSessionSignalDuringShellStartup signals sessions while their login
+// shell (cmd runs through bash -lc) is still starting, at staggered
+// moments: every one must end by the signal. A shell that forked during
+// its start-up (the host's /etc/profile ran $(id -u)) swallowed a signal
+// that came meanwhile, about one time in fifty, and the command then ran
+// on.
+func TestSessionSignalDuringShellStartup(t *testing.T) {
+	t.Parallel()
+	if err := local.CheckIsolation(); err != nil {
+		t.Skipf("the box's own /etc/profile needs a sandbox: %v", err)
+	}
+	srv := boxtest.NewServer(t)
+	b := newBox(t, srv, nil)
+	for i := range 200 {
+		s := openSession(t, b, &box.SessionParams{Cmd: "sleep 100"})
+		time.Sleep(time.Duration(i%40) * 250 * time.Microsecond)
+		if err := s.Signal(t.Context(), "INT"); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		code, err := s.Wait(ctx)
+		cancel()
+		if code != 130 {
+			t.Fatalf("session %d, signalled %v after its start: Wait = %d, %v; want 130", i, time.Duration(i%40)*250*time.Microsecond, code, err)
+		}
+		s.Close()
+	}
+	// The login shell keeps the box's PATH.
+	s := openSession(t, b, &box.SessionParams{Cmd: `echo "$PATH"`})
+	out, _ := io.ReadAll(s.Stdout)
+	if !strings.HasPrefix(string(out), "/home/boxuser/.local/bin:") {
+		t.Errorf("PATH in a login shell = %q, want the box's", out)
+	}
+	mustWait(t, s, 0)
 }
 
 func TestSessionTerminate(t *testing.T) {

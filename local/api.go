@@ -192,10 +192,8 @@ func validateCreate(r *gen.CreateBoxRequest) error {
 	if r.Runtime != nil && !slices.Contains(runtimes, *r.Runtime) {
 		return errorf(http.StatusBadRequest, "runtime must be one of %s, not %q", strings.Join(runtimes, ", "), *r.Runtime)
 	}
-	for k := range r.EnvVars {
-		if !envKey.MatchString(k) {
-			return errorf(http.StatusBadRequest, "env_vars: %q is not a valid variable name", k)
-		}
+	if err := validateEnv(r.EnvVars); err != nil {
+		return errorf(http.StatusBadRequest, "env_vars: %v", err)
 	}
 	if np := r.NetworkPolicy; np != nil {
 		if err := validateNetworkPolicy(np); err != nil {

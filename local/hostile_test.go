@@ -585,3 +585,67 @@ time.sleep(60)`
 		t.Error("the flooding box did not get its network back after the flood")
 	}
 }
+
+// TestNoClientInputIsA500 sends the files API inputs at the edges: huge
+// offsets, moves across the box's mounts, special files. Each is done, or
+// refused with a 4xx that says why; none is a 500, and none hangs.
+func TestNoClientInputIsA500(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t)
+	c := rawFor(t, srv)
+	b := newBox(t, srv, nil)
+	id := b.ID()
+	mustExec(t, b, "printf 0123456789 > ten.txt && mkdir -p tree/sub && echo leaf > tree/sub/leaf.txt && ln -s sub/leaf.txt tree/link && mkfifo fifo")
+	read := func(q string) response {
+		return c.do("GET", "/v2/box/"+id+"/files/read?path="+q, nil, nil)
+	}
+	for _, q := range []string{
+		"ten.txt&offset=9223372036854775807&length=1",
+		"ten.txt&offset=9223372036854775807",
+		"ten.txt&offset=10&length=5",
+		"/proc/self/mem",
+		"/proc/self/status&offset=9223372036854775807&length=1",
+		"fifo",
+		"/dev/zero&length=4",
+		"/",
+		strings.Repeat("x", 5000),
+	} {
+		r := read(q)
+		if r.status >= 500 {
+			t.Errorf("read %s = %s", q, r)
+		}
+	}
+	if r := read("ten.txt&offset=9223372036854775807&length=1"); r.status != 200 || !strings.Contains(string(r.body), `"content":""`) {
+		t.Errorf("read past the end = %s, want 200 and nothing", r)
+	}
+	move := func(from, to string) response {
+		return c.do("POST", "/v2/box/"+id+"/files/rename", map[string]any{"from": from, "to": to}, nil)
+	}
+	wantOK(t, "move a file to /tmp", move("/workspace/home/ten.txt", "/tmp/ten.txt"))
+	wantOK(t, "move a tree to /tmp", move("/workspace/home/tree", "/tmp/tree"))
+	wantOK(t, "move it back home", move("/tmp/tree", "/home/boxuser/tree"))
+	if got := mustExec(t, b, "cat /tmp/ten.txt; readlink /home/boxuser/tree/link; cat /home/boxuser/tree/link; test -e tree || test -e /tmp/tree || echo gone"); got != "0123456789sub/leaf.txt\nleaf\ngone\n" {
+		t.Errorf("after the moves: %q", got)
+	}
+	mustExec(t, b, "mkdir -p /tmp/full && touch /tmp/full/x")
+	if r := move("/home/boxuser/tree", "/tmp/full"); r.status != http.StatusConflict {
+		t.Errorf("move onto a non-empty directory elsewhere = %s, want 409", r)
+	}
+	if got := mustExec(t, b, "cat /home/boxuser/tree/sub/leaf.txt; ls /tmp/full"); got != "leaf\nx\n" {
+		t.Errorf("a refused move changed something: %q", got)
+	}
+	for _, r := range []response{
+		c.do("POST", "/v2/box/"+id+"/files/mkdir", map[string]any{"path": "/workspace/home/fifo"}, nil),
+		c.do("POST", "/v2/box/"+id+"/files/write", map[string]any{"path": "/proc/self/status", "content": "x"}, nil),
+		c.do("POST", "/v2/box/"+id+"/files/remove", map[string]any{"path": "/proc/self", "recursive": true}, nil),
+		c.do("POST", "/v2/box/"+id+"/files/rename", map[string]any{"from": "/proc/self/status", "to": "/tmp/s"}, nil),
+		c.do("GET", "/v2/box/"+id+"/files/download?folder=fifo", nil, nil),
+		c.do("GET", "/v2/box/"+id+"/files/list?folder=fifo", nil, nil),
+	} {
+		if r.status >= 500 || r.status < 400 {
+			t.Errorf("odd files request = %s, want a 4xx", r)
+		}
+	}
+	// Variables of the box are checked when it is created.
+	wantError(t, "env with a NUL byte", c.do("POST", "/v2/box", `{"env_vars": {"RT": "x\u0000y"}}`, nil), http.StatusBadRequest, "NUL")
+}

@@ -64,9 +64,7 @@ func New(cfg Config, log *slog.Logger) *Agent {
 }
 
 // defaultPath is PATH inside a box.
-// The box user's own bin directories come first, so that tools installed
-// there (an agent CLI installed with npm, for example) are found.
-const defaultPath = "/home/boxuser/.local/bin:/home/boxuser/bin:/usr/local/sbin:/usr/local/bin:/usr/local/go/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+const defaultPath = sandbox.Path
 
 // env is the environment of processes started in the box.
 func (a *Agent) env() []string {

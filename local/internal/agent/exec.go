@@ -49,23 +49,15 @@ func (a *Agent) command(argv []string, dir string) (*exec.Cmd, error) {
 	cmd.Dir = real
 	cmd.Env = a.env()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// A background job that keeps the output pipes open must not hold the
-	// call open: once the command itself has exited, give the pipes a
-	// moment, then stop reading.
-	cmd.WaitDelay = 200 * time.Millisecond
 	return cmd, nil
 }
 
-// run runs cmd to completion, capturing its output. ctx cancellation or the
-// timeout kills the command's whole process group.
+// run runs cmd to completion, capturing its output (see runStreaming for
+// how it is read). ctx cancellation or the timeout kills the command's
+// whole process group.
 func run(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (result, error) {
 	var stdout, stderr capBuffer
-	cmd.Stdout = &stdout
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		return result{}, errorf(http.StatusBadRequest, "cannot start %s: %v", cmd.Args[0], unwrapExec(err))
-	}
-	res, err := wait(ctx, cmd, timeout)
+	res, err := runStreaming(ctx, cmd, &stdout, &stderr, timeout)
 	res.Stdout = stdout.String()
 	res.Stderr = stderr.String()
 	return res, err
@@ -106,7 +98,7 @@ func wait(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (result, er
 	res.TimedOut = timedOut
 	mu.Unlock()
 	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) {
+	if err != nil && !errors.As(err, &ee) {
 		return res, err
 	}
 	if ctx.Err() != nil && !res.TimedOut {
@@ -210,10 +202,13 @@ var _ io.Writer = (*capBuffer)(nil)
 
 // runStreaming runs cmd, copying what it writes to stdout to out as it is
 // produced (and what it writes to stderr to errOut, or to out as well when
-// errOut is nil, in the order written). Unlike run, a slow out never cuts
-// the output short: the pipes are read directly, and after the command
-// exits they are drained until they are empty for a moment, so that a
-// background job still holding them does not keep the call open.
+// errOut is nil, in the order written). The pipes are read directly, by a
+// drainReader each: everything the command wrote is read, however loaded
+// the machine, and a background job still holding them cannot keep the
+// call open. A writer that fails (the client went away) is replaced by
+// io.Discard, so that the command is not blocked on a full pipe. An
+// output that could not be read to its end is an error, never a short
+// success.
 func runStreaming(ctx context.Context, cmd *exec.Cmd, out, errOut io.Writer, timeout time.Duration) (result, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -246,60 +241,47 @@ func runStreaming(ctx context.Context, cmd *exec.Cmd, out, errOut io.Writer, tim
 	}
 	exited := make(chan struct{})
 	var wg sync.WaitGroup
+	var readErr error
+	var mu sync.Mutex
+	var readers []*drainReader
 	copyPipe := func(dst io.Writer, src *os.File) {
-		defer wg.Done()
-		defer src.Close()
-		buf := make([]byte, 32<<10)
-		after := false
-		var drainUntil time.Time
-		for {
-			if !after {
-				select {
-				case <-exited:
-					after = true
-					// What the command wrote is in the pipe; a job it
-					// left behind may keep writing, but not for long.
-					drainUntil = time.Now().Add(2 * time.Second)
-				default:
-				}
-			}
-			if after && time.Now().After(drainUntil) {
-				return
-			}
-			if after {
-				_ = src.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-			}
-			n, err := src.Read(buf)
-			if n > 0 {
-				if _, werr := dst.Write(buf[:n]); werr != nil {
-					// The reader went away; keep draining so the
-					// process is not blocked on a full pipe.
-					dst = io.Discard
-				}
-			}
-			if err != nil {
-				if errors.Is(err, os.ErrDeadlineExceeded) && !after {
-					continue
-				}
-				return
-			}
-		}
-	}
-	wg.Add(1)
-	go copyPipe(out, r)
-	if er != nil {
+		dr := newDrainReader(src, exited)
+		readers = append(readers, dr)
 		wg.Add(1)
-		go copyPipe(errOut, er)
+		go func() {
+			defer wg.Done()
+			defer src.Close()
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := dr.Read(buf)
+				if n > 0 {
+					if _, werr := dst.Write(buf[:n]); werr != nil {
+						dst = io.Discard
+					}
+				}
+				if err != nil {
+					if !errors.Is(err, io.EOF) {
+						mu.Lock()
+						readErr = fmt.Errorf("reading the command's output: %w", err)
+						mu.Unlock()
+					}
+					return
+				}
+			}
+		}()
 	}
-	// Reads block without a deadline until the process exits; then a
-	// deadline bounds each read. Wake blocked reads at exit so they pick
-	// up the deadline.
+	copyPipe(out, r)
+	if er != nil {
+		copyPipe(errOut, er)
+	}
 	res, werr := wait(ctx, cmd, timeout)
 	close(exited)
-	_ = r.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-	if er != nil {
-		_ = er.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	for _, dr := range readers {
+		dr.wake()
 	}
 	wg.Wait()
+	if werr == nil && readErr != nil {
+		werr = readErr
+	}
 	return res, werr
 }

@@ -66,8 +66,19 @@ func fsError(p string, err error) error {
 		return errorf(http.StatusBadRequest, "file name too long: %s", p)
 	case errors.Is(err, syscall.EROFS):
 		return errorf(http.StatusForbidden, "read-only file system: %s", p)
-	case errors.Is(err, syscall.ENOSPC):
-		return errorf(http.StatusInsufficientStorage, "no space left on device: %s", p)
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return errorf(http.StatusInsufficientStorage, "%s: %v", p, unwrapPath(err))
+	case errors.Is(err, syscall.EBUSY), errors.Is(err, syscall.ETXTBSY), errors.Is(err, syscall.EMLINK):
+		return errorf(http.StatusConflict, "%s: %v", p, unwrapPath(err))
+	case errors.Is(err, syscall.EFBIG):
+		return errorf(http.StatusRequestEntityTooLarge, "%s: %v", p, unwrapPath(err))
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		// Whatever else the kernel says about a path the client named
+		// (EINVAL, EIO on a /proc file, ENXIO on a device...) is about
+		// that path, not a fault of boxd's.
+		return errorf(http.StatusBadRequest, "%s: %v", p, errno)
 	}
 	return fmt.Errorf("%s: %w", p, unwrapPath(err))
 }
@@ -97,20 +108,18 @@ func (a *Agent) readFile(p string, b64 bool, offset int64, length *int64) (strin
 	if length != nil && (*length < 0 || *length > maxRange) {
 		return "", errorf(http.StatusBadRequest, "length must be between 0 and %d", maxRange)
 	}
-	f, err := os.Open(a.fs.real(bp))
+	f, fi, err := openRegular(a.fs.real(bp), bp)
 	if err != nil {
-		return "", fsError(bp, err)
+		return "", err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", fsError(bp, err)
-	}
-	if fi.IsDir() {
-		return "", errorf(http.StatusBadRequest, "is a directory: %s", bp)
-	}
 	var data []byte
-	if length == nil {
+	switch {
+	case fi.Size() > 0 && offset >= fi.Size():
+		// Past the end there is nothing to read, as for read(2). (Files
+		// of /proc have size 0 and content: they are read.)
+		data = nil
+	case length == nil:
 		if offset > 0 {
 			if _, err := f.Seek(offset, io.SeekStart); err != nil {
 				return "", fsError(bp, err)
@@ -123,10 +132,13 @@ func (a *Agent) readFile(p string, b64 bool, offset int64, length *int64) (strin
 		if len(data) > maxWholeRead {
 			return "", errorf(http.StatusRequestEntityTooLarge, "%s is larger than %d bytes: read it in ranges or download it", bp, maxWholeRead)
 		}
-	} else {
+	default:
 		data = make([]byte, *length)
 		n, err := f.ReadAt(data, offset)
-		if err != nil && !errors.Is(err, io.EOF) {
+		switch {
+		case errors.Is(err, syscall.EINVAL) && offset > 0:
+			n = 0 // an offset too far for the file system: past the end
+		case err != nil && !errors.Is(err, io.EOF):
 			return "", fsError(bp, err)
 		}
 		data = data[:n]
@@ -292,6 +304,10 @@ func (a *Agent) mkdir(p string, parents bool) error {
 	return nil
 }
 
+// rename moves from to to, as mv does: within a file system by
+// rename(2), and from one mount of the box to another (/workspace to
+// /tmp, say) by copying, then removing the original. A copy that fails
+// leaves the original and removes what it made.
 func (a *Agent) rename(from, to string) error {
 	f, err := boxPath(from)
 	if err != nil {
@@ -307,10 +323,96 @@ func (a *Agent) rename(from, to string) error {
 	if err := os.MkdirAll(filepath.Dir(a.fs.real(t)), 0o755); err != nil {
 		return fsError(path.Dir(t), err)
 	}
-	if err := os.Rename(a.fs.real(f), a.fs.real(t)); err != nil {
+	err = os.Rename(a.fs.real(f), a.fs.real(t))
+	if errors.Is(err, syscall.EXDEV) {
+		return a.moveAcross(f, t)
+	}
+	if err != nil {
 		return fsError(f, err)
 	}
 	return nil
+}
+
+// moveAcross moves box path from to box path to on another file system.
+func (a *Agent) moveAcross(from, to string) error {
+	src, dst := a.fs.real(from), a.fs.real(to)
+	fi, err := os.Lstat(src)
+	if err != nil {
+		return fsError(from, err)
+	}
+	if fi.IsDir() {
+		if err := a.removable(from, src); err != nil {
+			return err
+		}
+	}
+	// The copy is made beside the target, then renamed over it: the
+	// target is replaced whole or not at all, as rename(2) would.
+	tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".boxd-move-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+	if err := copyTree(src, tmp); err != nil {
+		_ = os.RemoveAll(tmp)
+		return fsError(to, err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		_ = os.RemoveAll(tmp)
+		return fsError(to, err)
+	}
+	if err := os.RemoveAll(src); err != nil {
+		return fsError(from, err)
+	}
+	return nil
+}
+
+// copyTree copies src (a file, a symbolic link or a directory tree) to
+// dst, which must not exist, keeping modes and modification times.
+func copyTree(src, dst string) error {
+	fi, err := os.Lstat(src)
+	if err != nil {
+		return err
+	}
+	switch m := fi.Mode(); {
+	case m&fs.ModeSymlink != 0:
+		target, err := os.Readlink(src)
+		if err != nil {
+			return err
+		}
+		return os.Symlink(target, dst)
+	case m.IsDir():
+		if err := os.Mkdir(dst, 0o700); err != nil {
+			return err
+		}
+		entries, err := os.ReadDir(src)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if err := copyTree(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+				return err
+			}
+		}
+	case m.IsRegular():
+		in, err := os.Open(src)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, in); err != nil {
+			out.Close()
+			return err
+		}
+		if err := out.Close(); err != nil {
+			return err
+		}
+	default:
+		return errorf(http.StatusBadRequest, "%s is not a file, a directory or a link: it cannot be moved to another file system", src)
+	}
+	if err := os.Chmod(dst, fi.Mode().Perm()|fi.Mode()&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky)); err != nil {
+		return err
+	}
+	return os.Chtimes(dst, fi.ModTime(), fi.ModTime())
 }
 
 // remove deletes a file, an empty directory, or with recursive a whole
@@ -391,18 +493,38 @@ func (a *Agent) openDownload(p string) (*os.File, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	f, err := os.Open(a.fs.real(bp))
+	f, fi, err := openRegular(a.fs.real(bp), bp)
 	if err != nil {
-		return nil, 0, fsError(bp, err)
+		return nil, 0, err
+	}
+	return f, fi.Size(), nil
+}
+
+// openRegular opens the regular file at real (box path bp) for reading.
+// Anything else is refused without waiting: opening a FIFO would block
+// until someone writes to it.
+func openRegular(real, bp string) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(real, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, fsError(bp, err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, 0, fsError(bp, err)
+		return nil, nil, fsError(bp, err)
 	}
 	if !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, 0, errorf(http.StatusBadRequest, "not a regular file: %s", bp)
+		if fi.IsDir() {
+			return nil, nil, errorf(http.StatusBadRequest, "is a directory: %s", bp)
+		}
+		return nil, nil, errorf(http.StatusBadRequest, "not a regular file: %s", bp)
 	}
-	return f, fi.Size(), nil
+	// Reads of a regular file do not block; clearing the flag keeps it
+	// that way for the few file systems that would honour it.
+	if err := syscall.SetNonblock(int(f.Fd()), false); err != nil {
+		f.Close()
+		return nil, nil, fsError(bp, err)
+	}
+	return f, fi, nil
 }

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 	"unsafe"
 
 	"github.com/creack/pty"
@@ -22,15 +21,6 @@ import (
 // SessionPath is the route of live exec sessions; boxd proxies the public
 // route to the agent unchanged.
 const SessionPath = "GET /v2/box/{id}/exec-session"
-
-// After a session's process exits, its output is still read until it has
-// been quiet for drainQuiet, for at most drainMax: long enough to collect
-// what the process wrote, short enough that a background job that keeps
-// the output open cannot hold the session open.
-const (
-	drainQuiet = 100 * time.Millisecond
-	drainMax   = 2 * time.Second
-)
 
 // sessionHandler serves exec sessions: the frame loop is the session
 // package's, the processes are started here, with exec's environment,
@@ -129,8 +119,8 @@ func startPipes(cmd *exec.Cmd) (*sessionProc, error) {
 	outW.Close()
 	errW.Close()
 	p := &sessionProc{cmd: cmd, stdin: inW, exited: make(chan struct{}), files: []*os.File{inW, outR, errR}}
-	p.stdout = &drainReader{f: outR, exited: p.exited}
-	p.stderr = &drainReader{f: errR, exited: p.exited}
+	p.stdout = newDrainReader(outR, p.exited)
+	p.stderr = newDrainReader(errR, p.exited)
 	return p, nil
 }
 
@@ -169,7 +159,7 @@ func startPTY(cmd *exec.Cmd, rows, cols int) (*sessionProc, error) {
 		return nil, err
 	}
 	p := &sessionProc{cmd: cmd, tty: m, stdin: &ptyInput{f: m}, exited: make(chan struct{}), files: []*os.File{m}}
-	p.stdout = &drainReader{f: m, exited: p.exited}
+	p.stdout = newDrainReader(m, p.exited)
 	return p, nil
 }
 
@@ -298,7 +288,7 @@ func (p *sessionProc) Wait() int {
 	close(p.exited)
 	for _, r := range []*drainReader{p.stdout, p.stderr} {
 		if r != nil {
-			_ = r.f.SetReadDeadline(time.Now().Add(drainQuiet))
+			r.wake()
 		}
 	}
 	return code
@@ -310,51 +300,6 @@ func (p *sessionProc) Close() error {
 		f.Close()
 	}
 	return nil
-}
-
-// drainReader reads a process's output: without limit while the process
-// runs, and after it exited only until the output has been quiet for
-// drainQuiet (or drainMax has passed).
-type drainReader struct {
-	f      *os.File
-	exited <-chan struct{}
-	after  bool
-	until  time.Time
-}
-
-func (d *drainReader) Read(b []byte) (int, error) {
-	for {
-		if !d.after {
-			select {
-			case <-d.exited:
-				d.after = true
-				d.until = time.Now().Add(drainMax)
-			default:
-			}
-		}
-		if d.after {
-			if time.Now().After(d.until) {
-				return 0, io.EOF
-			}
-			_ = d.f.SetReadDeadline(time.Now().Add(drainQuiet))
-		}
-		n, err := d.f.Read(b)
-		if n > 0 {
-			return n, nil
-		}
-		switch {
-		case err == nil:
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			if d.after {
-				return 0, io.EOF
-			}
-			// Woken by Wait: go round and drain.
-		case errors.Is(err, syscall.EIO):
-			return 0, io.EOF // a PTY whose last user has gone
-		default:
-			return 0, err
-		}
-	}
 }
 
 // ptyInput is a session's standard input on a PTY. Close cannot close

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -144,8 +145,10 @@ func under(mnt, root, path string) string {
 	return filepath.Join(mnt, rel)
 }
 
-// Group is the control groups of one box.
+// Group is the control groups of one box. Its methods may be called
+// from several goroutines.
 type Group struct {
+	mu   sync.Mutex // serialises freezing, thawing and killing
 	name string
 	// limit holds the groups that limit the box, one per hierarchy that
 	// has any of limitControllers; a process joins them all (Add).
@@ -395,6 +398,8 @@ func (g *Group) CanFreeze() bool { return g.freezer != "" }
 // ones in extra (with their descendants) that may not have joined them.
 // It returns once all are stopped.
 func (g *Group) Freeze(extra ...int) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if g.freezer == "" {
 		return errors.New("cgroup: no freezer")
 	}
@@ -439,6 +444,12 @@ func (g *Group) adopt(extra []int) error {
 
 // Thaw continues every process of the box.
 func (g *Group) Thaw() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.thaw()
+}
+
+func (g *Group) thaw() error {
 	if g.freezer == "" || !g.frozenIn && !g.freezerV2 {
 		return nil
 	}
@@ -488,7 +499,9 @@ func (g *Group) setFrozen(frozen bool) error {
 // first: a frozen process cannot die) and waits, briefly, until none is
 // left.
 func (g *Group) Kill() {
-	_ = g.Thaw()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_ = g.thaw()
 	for _, dir := range g.limit {
 		if os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0o644) == nil {
 			break

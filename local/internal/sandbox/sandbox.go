@@ -225,15 +225,37 @@ func etcFiles(hostname string) map[string]string {
 		"hosts":         "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + hostname + "\n",
 		"nsswitch.conf": "passwd: files\ngroup: files\nhosts: files dns\n",
 		"resolv.conf":   "nameserver 127.0.0.1\n",
+		"profile":       profile,
 	}
 }
+
+// profile is the box's /etc/profile, read by login shells (exec sessions
+// with cmd run bash -lc). It keeps the box's PATH (a host's profile would
+// put its own in place) and starts nothing: a login shell that forks
+// during its start-up (a host profile's $(id -u)) can swallow a signal
+// that arrives meanwhile, and the command after it then never gets it.
+const profile = `# /etc/profile of a box, written by boxd.
+PATH="` + Path + `"
+export PATH
+if [ -d /etc/profile.d ]; then
+  for i in /etc/profile.d/*.sh; do
+    if [ -r "$i" ]; then . "$i"; fi
+  done
+  unset i
+fi
+`
+
+// Path is PATH inside a box. The box user's own bin directories come
+// first, so that tools installed there (an agent CLI installed with npm,
+// for example) are found.
+const Path = "/home/boxuser/.local/bin:/home/boxuser/bin:/usr/local/sbin:/usr/local/bin:/usr/local/go/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // etcFromHost lists host /etc entries that carry no secrets and that common
 // programs need (dynamic linker cache, TLS roots, alternatives symlinks,
 // shell start-up files, time zone).
 var etcFromHost = []string{
 	"alternatives", "ssl", "ca-certificates", "ca-certificates.conf", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
-	"localtime", "timezone", "profile", "profile.d", "bash.bashrc", "inputrc", "mime.types", "protocols", "services",
+	"localtime", "timezone", "profile.d", "bash.bashrc", "inputrc", "mime.types", "protocols", "services",
 	"os-release", "debian_version", "gitconfig", "npmrc", "terminfo", "magic", "python3", "python3.11",
 	"fonts", // fontconfig, for the browser's text
 }
