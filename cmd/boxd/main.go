@@ -4,8 +4,13 @@
 //
 // Usage:
 //
-//	boxd [-addr 127.0.0.1:8989] [-data DIR] [-api-key KEY] [-isolation bwrap|none]
-//	     [-github-url https://github.com] [-github-api-url URL]
+//	boxd [-addr 127.0.0.1:8989] [-data DIR] [-api-key-file FILE] [-isolation bwrap|none]
+//	     [-allow-host-loopback] [-github-url https://github.com] [-github-api-url URL]
+//
+// The API key comes from the file given with -api-key-file, else from
+// $UPSTASH_BOX_API_KEY; without either boxd makes one and prints it.
+// -api-key KEY works too, but puts the key where every user of the
+// machine sees it (ps), and boxd says so.
 //
 // Point an SDK at it with UPSTASH_BOX_BASE_URL=http://127.0.0.1:8989 and
 // UPSTASH_BOX_API_KEY set to the same key.
@@ -15,6 +20,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -46,7 +52,8 @@ func run() error {
 	}
 	addr := flag.String("addr", "127.0.0.1:8989", "address to listen on")
 	data := flag.String("data", defaultData, "state directory (database and box files)")
-	apiKey := flag.String("api-key", "", "API key clients must send (default: $UPSTASH_BOX_API_KEY, or a random key that is printed)")
+	apiKey := flag.String("api-key", "", "API key clients must send; visible to every user of this machine, prefer -api-key-file or $UPSTASH_BOX_API_KEY")
+	apiKeyFile := flag.String("api-key-file", "", "file holding the API key clients must send (default: $UPSTASH_BOX_API_KEY, or a random key that is printed)")
 	isolation := flag.String("isolation", local.IsolationBwrap, "box isolation: bwrap, or none (no isolation at all)")
 	githubURL := flag.String("github-url", "https://github.com", "GitHub for git clone of owner/repo, the box's git token, pull requests and issues")
 	githubAPIURL := flag.String("github-api-url", "", "GitHub REST API (default https://api.github.com, or {github-url}/api/v3 for another -github-url)")
@@ -60,9 +67,9 @@ func run() error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
-	key := *apiKey
-	if key == "" {
-		key = os.Getenv("UPSTASH_BOX_API_KEY")
+	key, err := apiKeyFrom(*apiKey, *apiKeyFile, log)
+	if err != nil {
+		return err
 	}
 	generated := false
 	if key == "" {
@@ -91,4 +98,34 @@ func run() error {
 	}
 	fmt.Printf("export UPSTASH_BOX_BASE_URL=%s\n", url)
 	return srv.Serve(ctx, l)
+}
+
+// apiKeyFrom returns the API key: from the file, from the flag (with a
+// warning), or from $UPSTASH_BOX_API_KEY; "" when none is given.
+func apiKeyFrom(flagKey, file string, log *slog.Logger) (string, error) {
+	switch {
+	case flagKey != "" && file != "":
+		return "", errors.New("give -api-key or -api-key-file, not both")
+	case file != "":
+		fi, err := os.Stat(file)
+		if err != nil {
+			return "", fmt.Errorf("-api-key-file: %w", err)
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			log.Warn("the API key file can be read by other users of this machine; chmod 600 it", "file", file)
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("-api-key-file: %w", err)
+		}
+		key := strings.TrimSpace(string(b))
+		if key == "" || strings.ContainsAny(key, "\r\n") {
+			return "", fmt.Errorf("-api-key-file: %s must hold the key alone, on one line", file)
+		}
+		return key, nil
+	case flagKey != "":
+		log.Warn("the API key given with -api-key is visible to every user of this machine (ps); give it in $UPSTASH_BOX_API_KEY or with -api-key-file")
+		return flagKey, nil
+	}
+	return os.Getenv("UPSTASH_BOX_API_KEY"), nil
 }

@@ -698,3 +698,60 @@ func requireBwrap(t *testing.T) {
 		t.Skipf("boxd's default isolation cannot run here: %v", err)
 	}
 }
+
+// TestAPIKeyOutOfProcessList gives boxd its key in a file and in the
+// environment: it works, and no other user of the machine sees it in the
+// process list. Given on the command line it works too, with a warning.
+func TestAPIKeyOutOfProcessList(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	cmdline := func(d *daemon) string {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", d.cmd.Process.Pid))
+		return string(b)
+	}
+	works := func(d *daemon, key string) {
+		t.Helper()
+		if _, err := d.client(t, key).List(t.Context(), nil); err != nil {
+			t.Errorf("List with the key: %v", err)
+		}
+		if _, err := d.client(t, key+"x").List(t.Context(), nil); err == nil {
+			t.Error("List with another key succeeded")
+		}
+	}
+
+	key := newKey()
+	file := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(file, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := start(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key-file", file)
+	works(d, key)
+	if strings.Contains(cmdline(d), key) || strings.Contains(d.stderr.String(), key) {
+		t.Error("the key from a file shows in boxd's command line or log")
+	}
+
+	key = newKey()
+	d = start(t, append(environWithout("UPSTASH_BOX_API_KEY"), "UPSTASH_BOX_API_KEY="+key), "-addr", "127.0.0.1:0", "-data", t.TempDir())
+	works(d, key)
+	if strings.Contains(cmdline(d), key) || strings.Contains(d.stderr.String(), key) {
+		t.Error("the key from the environment shows in boxd's command line or log")
+	}
+
+	key = newKey()
+	d = start(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", key)
+	works(d, key)
+	if !strings.Contains(d.stderr.String(), "visible to every user") {
+		t.Errorf("no warning for a key on the command line: %s", d.stderr.String())
+	}
+
+	d = launch(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", key, "-api-key-file", file)
+	if st := d.waitExit(30 * time.Second); st.Success() || !strings.Contains(d.stderr.String(), "not both") {
+		t.Errorf("both -api-key and -api-key-file: %v, %s", st, d.stderr.String())
+	}
+	empty := filepath.Join(t.TempDir(), "empty")
+	_ = os.WriteFile(empty, nil, 0o600)
+	d = launch(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key-file", empty)
+	if st := d.waitExit(30 * time.Second); st.Success() || !strings.Contains(d.stderr.String(), "must hold the key") {
+		t.Errorf("an empty key file: %v, %s", st, d.stderr.String())
+	}
+}
