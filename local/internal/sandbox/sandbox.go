@@ -315,6 +315,8 @@ type Sandbox struct {
 	lifeline *os.File
 	// sock is the agent's socket, opened O_PATH (see Dial).
 	sock *os.File
+	// initFD is a pidfd of init, for killing it safely.
+	initFD *os.File
 	// unstage removes the box's tree from boxd's mount namespace, and
 	// lets go of the stage.
 	unstage func()
@@ -382,6 +384,11 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		return fail(err)
 	}
 	closers = append(closers, readyW)
+	defer func() {
+		if s.cmd == nil {
+			readyR.Close() // else watchAgent closes it
+		}
+	}()
 	cfgR, cfgW, err := os.Pipe()
 	if err != nil {
 		return fail(err)
@@ -471,7 +478,6 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := launch(); err != nil {
-		readyR.Close()
 		return fail(fmt.Errorf("sandbox: start: %w", err))
 	}
 	s.cmd = cmd
@@ -480,6 +486,7 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		s.cleanup()
 		close(s.done)
 	}()
+	ready := s.watchAgent(readyR)
 	closeAll() // the child has its ends
 	started := false
 	defer func() {
@@ -497,6 +504,11 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		}
 		s.init = pid
 	}
+	// bubblewrap's init waits for its command, which waits for the
+	// configuration boxd has not sent yet: the pid is still its own.
+	if fd, err := unix.PidfdOpen(s.init, 0); err == nil {
+		s.initFD = os.NewFile(uintptr(fd), "pidfd")
+	}
 	if s.group != nil {
 		if err := s.group.Add(s.init); err != nil {
 			return nil, fmt.Errorf("sandbox: control groups: %w", err)
@@ -512,7 +524,7 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		return nil, fmt.Errorf("sandbox: agent configuration: %w", err)
 	}
 	cfgW.Close()
-	if err := s.waitReady(ctx, readyR); err != nil {
+	if err := s.waitReady(ctx, ready); err != nil {
 		return nil, err
 	}
 	started = true
@@ -562,7 +574,12 @@ func readChildPid(info io.Reader) (int, error) {
 	return doc.ChildPid, nil
 }
 
-func (s *Sandbox) waitReady(ctx context.Context, ready *os.File) error {
+// watchAgent reads the agent's FDReady pipe: the result of its start
+// comes on the channel (nil once it serves), and once it is serving the
+// pipe's end means that the agent has died. A sandbox whose agent has
+// died is of no use, even if background jobs keep it running: it ends,
+// and the next call starts a new one.
+func (s *Sandbox) watchAgent(ready *os.File) <-chan error {
 	got := make(chan error, 1)
 	go func() {
 		defer ready.Close()
@@ -570,10 +587,6 @@ func (s *Sandbox) waitReady(ctx context.Context, ready *os.File) error {
 		n, err := ready.Read(b[:])
 		if n == 1 {
 			got <- nil
-			// The agent keeps its end open while it lives. A sandbox
-			// whose agent has died is of no use, even if background jobs
-			// keep it running: it ends, and the next call starts a new
-			// one.
 			_, _ = io.Copy(io.Discard, ready)
 			s.agentGone.Store(true)
 			go s.Kill()
@@ -584,6 +597,10 @@ func (s *Sandbox) waitReady(ctx context.Context, ready *os.File) error {
 		}
 		got <- err
 	}()
+	return got
+}
+
+func (s *Sandbox) waitReady(ctx context.Context, got <-chan error) error {
 	deadline := time.NewTimer(15 * time.Second)
 	defer deadline.Stop()
 	select {
@@ -825,6 +842,11 @@ func (s *Sandbox) Resume() error {
 
 // Kill ends every process of the sandbox and waits for it to exit.
 func (s *Sandbox) Kill() {
+	select {
+	case <-s.done:
+		return // and cleaned up: nothing of it is left to signal
+	default:
+	}
 	s.mu.Lock()
 	if s.sigs != nil {
 		s.sigs.signal(syscall.SIGCONT)
@@ -840,14 +862,26 @@ func (s *Sandbox) Kill() {
 		// own and would otherwise outlive it.
 		(&signalFreezer{pid: s.init}).signal(syscall.SIGKILL)
 	}
-	_ = syscall.Kill(s.init, syscall.SIGKILL)
-	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-	_ = s.cmd.Process.Kill()
+	s.killInit()
+	_ = s.cmd.Process.Kill() // the launcher: os/exec knows whether it is gone
 	select {
 	case <-s.done:
 	case <-time.After(10 * time.Second):
 		s.cleanup()
 	}
+}
+
+// killInit sends SIGKILL to the sandbox's first process, through a pidfd
+// taken at start, so that a pid reused since can never be hit.
+func (s *Sandbox) killInit() {
+	if s.initFD == nil {
+		return
+	}
+	rc, err := s.initFD.SyscallConn()
+	if err != nil {
+		return // closed: the sandbox is gone
+	}
+	_ = rc.Control(func(fd uintptr) { _ = unix.PidfdSendSignal(int(fd), unix.SIGKILL, nil, 0) })
 }
 
 // cleanup releases what the sandbox held once it has exited: whatever is
@@ -858,6 +892,9 @@ func (s *Sandbox) cleanup() {
 	s.cleanOnce.Do(func() {
 		s.lifeline.Close()
 		s.sock.Close()
+		if s.initFD != nil {
+			s.initFD.Close()
+		}
 		if s.group != nil {
 			s.group.Kill()
 			s.group.Remove()
