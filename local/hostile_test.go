@@ -23,6 +23,7 @@ import (
 	"github.com/upstash/box-go/box"
 	"github.com/upstash/box-go/boxtest"
 	"github.com/upstash/box-go/local"
+	"github.com/upstash/box-go/local/internal/proc"
 )
 
 // requireRootSandbox skips a test that needs what only root gets: a user
@@ -369,22 +370,10 @@ func TestBrokenAgentRecovers(t *testing.T) {
 
 // childrenOf lists the processes whose parent is pid.
 func childrenOf(pid int) []int {
-	ents, _ := os.ReadDir("/proc")
 	var out []int
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(raw)
-		if i := strings.LastIndexByte(s, ')'); i >= 0 {
-			if f := strings.Fields(s[i+1:]); len(f) > 1 && f[1] == strconv.Itoa(pid) {
-				out = append(out, p)
-			}
+	for _, p := range proc.All() {
+		if p.PPID == pid {
+			out = append(out, p.PID)
 		}
 	}
 	return out

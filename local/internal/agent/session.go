@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/upstash/box-go/local/internal/proc"
 	"github.com/upstash/box-go/session"
 )
 
@@ -251,29 +251,8 @@ func (p *sessionProc) Kill() error {
 
 // killSession sends SIGKILL to every process whose session id is sid.
 func killSession(sid int) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp session ...; comm may hold spaces
-		// and parentheses, so split after the last ')'.
-		i := strings.LastIndexByte(string(stat), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) > 3 && f[3] == strconv.Itoa(sid) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
+	for _, pid := range proc.InSession(sid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
 

@@ -6,12 +6,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/upstash/box-go/local/internal/proc"
 	"github.com/upstash/box-go/local/internal/sandbox"
 	"github.com/upstash/box-go/session"
 )
@@ -51,27 +51,6 @@ func waitExit(t *testing.T, s *session.Session) int {
 		t.Fatalf("Wait: %v", err)
 	}
 	return code
-}
-
-// inSession lists the processes whose session id is sid.
-func inSession(sid int) []int {
-	var pids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(f) > 3 && f[3] == strconv.Itoa(sid) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }
 
 func TestSessionTTY(t *testing.T) {
@@ -133,14 +112,14 @@ func TestSessionHangUpKillsTerminalSession(t *testing.T) {
 		}
 	}
 	sid := s.PID()
-	if n := len(inSession(sid)); n < 3 {
+	if n := len(proc.InSession(sid)); n < 3 {
 		t.Fatalf("%d processes in the terminal's session, want the shell and 2 jobs", n)
 	}
 	s.Close()
 	deadline := time.Now().Add(5 * time.Second)
-	for len(inSession(sid)) > 0 {
+	for len(proc.InSession(sid)) > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("still running after hang-up: %v", inSession(sid))
+			t.Fatalf("still running after hang-up: %v", proc.InSession(sid))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

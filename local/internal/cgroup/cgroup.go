@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/upstash/box-go/local/internal/mountinfo"
+	"github.com/upstash/box-go/local/internal/proc"
 )
 
 // Limits bound a box. A zero field leaves that resource unlimited.
@@ -430,7 +431,7 @@ func (g *Group) adopt(extra []int) error {
 	pids := g.Procs()
 	for _, p := range extra {
 		pids = append(pids, p)
-		pids = append(pids, Descendants(p)...)
+		pids = append(pids, proc.Descendants(p)...)
 	}
 	procs := filepath.Join(g.freezer, "cgroup.procs")
 	for _, p := range pids {
@@ -579,49 +580,4 @@ func removeDir(dir string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// Descendants lists every process below pid, parents before children.
-func Descendants(pid int) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	children := map[int][]int{}
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// The command name may contain spaces and parentheses; fields
-		// after the last ')' are fixed.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(string(b[i+1:]))
-		if len(fields) < 2 {
-			continue
-		}
-		ppid, err := strconv.Atoi(fields[1])
-		if err != nil {
-			continue
-		}
-		children[ppid] = append(children[ppid], p)
-	}
-	var out []int
-	queue := []int{pid}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		for _, c := range children[p] {
-			out = append(out, c)
-			queue = append(queue, c)
-		}
-	}
-	return out
 }

@@ -42,6 +42,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/upstash/box-go/local/internal/cgroup"
+	"github.com/upstash/box-go/local/internal/proc"
 )
 
 // Mode selects how a box is isolated.
@@ -916,7 +917,7 @@ func Reap(id string) { cgroup.Reap(id) }
 type signalFreezer struct{ pid int }
 
 func (s *signalFreezer) signal(sig syscall.Signal) {
-	for _, p := range append([]int{s.pid}, cgroup.Descendants(s.pid)...) {
+	for _, p := range append([]int{s.pid}, proc.Descendants(s.pid)...) {
 		_ = syscall.Kill(p, sig)
 	}
 }
