@@ -430,6 +430,11 @@ func (m *boxes) destroy(id string) error {
 	var err error
 	for attempt := 0; attempt < 50; attempt++ {
 		if err = os.RemoveAll(root); err == nil {
+			// Its host uid is free once nothing of it is left (a box
+			// whose creation failed has no record to take it with it).
+			if err := m.srv.db.ReleaseUID(id); err != nil {
+				m.srv.log.Warn("cannot release the box's host uid", "box", id, "err", err)
+			}
 			return nil
 		}
 		time.Sleep(20 * time.Millisecond)
