@@ -304,11 +304,13 @@ func CABundlePath() string {
 
 // Sandbox is one running box.
 type Sandbox struct {
-	spec  Spec
-	cmd   *exec.Cmd
-	done  chan struct{}
-	err   error
-	group *cgroup.Group // nil without control groups
+	spec Spec
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+	// started is closed when Start returns: what it set is then set.
+	started chan struct{}
+	group   *cgroup.Group // nil without control groups
 	// init is the host pid of the sandbox's first process inside its PID
 	// namespace (bubblewrap's), or the agent's without isolation.
 	init int
@@ -316,8 +318,11 @@ type Sandbox struct {
 	lifeline *os.File
 	// sock is the agent's socket, opened O_PATH (see Dial).
 	sock *os.File
-	// initFD is a pidfd of init, for killing it safely.
-	initFD *os.File
+	// initFD is a pidfd of init, for killing it safely; nil until Start
+	// has it and once the sandbox is gone.
+	fdMu    sync.Mutex
+	initFD  *os.File
+	cleaned bool
 	// unstage removes the box's tree from boxd's mount namespace, and
 	// lets go of the stage.
 	unstage func()
@@ -340,7 +345,8 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		// bubblewrap would map the box user onto root.
 		return nil, errors.New("sandbox: a box needs a uid of its own when boxd runs as root")
 	}
-	s := &Sandbox{spec: spec, done: make(chan struct{})}
+	s := &Sandbox{spec: spec, done: make(chan struct{}), started: make(chan struct{})}
+	defer close(s.started)
 	var closers []io.Closer // descriptors that are the child's, closed once it has them
 	closeAll := func() {
 		for _, c := range closers {
@@ -508,7 +514,14 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	// bubblewrap's init waits for its command, which waits for the
 	// configuration boxd has not sent yet: the pid is still its own.
 	if fd, err := unix.PidfdOpen(s.init, 0); err == nil {
-		s.initFD = os.NewFile(uintptr(fd), "pidfd")
+		f := os.NewFile(uintptr(fd), "pidfd")
+		s.fdMu.Lock()
+		if s.cleaned {
+			f.Close()
+		} else {
+			s.initFD = f
+		}
+		s.fdMu.Unlock()
 	}
 	if s.group != nil {
 		if err := s.group.Add(s.init); err != nil {
@@ -590,7 +603,8 @@ func (s *Sandbox) watchAgent(ready *os.File) <-chan error {
 			got <- nil
 			_, _ = io.Copy(io.Discard, ready)
 			s.agentGone.Store(true)
-			go s.Kill()
+			<-s.started
+			s.Kill()
 			return
 		}
 		if err == nil || errors.Is(err, io.EOF) {
@@ -875,12 +889,14 @@ func (s *Sandbox) Kill() {
 // killInit sends SIGKILL to the sandbox's first process, through a pidfd
 // taken at start, so that a pid reused since can never be hit.
 func (s *Sandbox) killInit() {
+	s.fdMu.Lock()
+	defer s.fdMu.Unlock()
 	if s.initFD == nil {
 		return
 	}
 	rc, err := s.initFD.SyscallConn()
 	if err != nil {
-		return // closed: the sandbox is gone
+		return
 	}
 	_ = rc.Control(func(fd uintptr) { _ = unix.PidfdSendSignal(int(fd), unix.SIGKILL, nil, 0) })
 }
@@ -893,9 +909,13 @@ func (s *Sandbox) cleanup() {
 	s.cleanOnce.Do(func() {
 		s.lifeline.Close()
 		s.sock.Close()
+		s.fdMu.Lock()
+		s.cleaned = true
 		if s.initFD != nil {
 			s.initFD.Close()
+			s.initFD = nil
 		}
+		s.fdMu.Unlock()
 		if s.group != nil {
 			s.group.Kill()
 			s.group.Remove()
