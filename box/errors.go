@@ -14,6 +14,24 @@ import (
 // maxErrorBody bounds how much of an error response is read.
 const maxErrorBody = 1 << 20
 
+// ErrInvalid is matched (errors.Is) by every error the SDK returns before
+// it sends anything, because a parameter is missing or wrong; the error's
+// text names the parameter.
+var ErrInvalid = errors.New("box: invalid argument")
+
+// invalidError is an error of a call's parameters: it matches ErrInvalid.
+type invalidError struct{ err error }
+
+func (e *invalidError) Error() string        { return e.err.Error() }
+func (e *invalidError) Unwrap() error        { return e.err }
+func (e *invalidError) Is(target error) bool { return target == ErrInvalid }
+
+// invalidf returns an error of a call's parameters; format starts with
+// "box: " and names the parameter.
+func invalidf(format string, args ...any) error {
+	return &invalidError{err: fmt.Errorf(format, args...)}
+}
+
 // Error is the error returned for every non-2xx response of the Box API.
 // Reach it with [errors.As], or use [StatusCode] and [IsNotFound]:
 //

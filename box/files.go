@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
@@ -40,7 +41,7 @@ func (f *Files) Read(ctx context.Context, p string) ([]byte, error) {
 		return nil, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, newAPIError(resp)
+		return nil, fileError("read", f.abs(p), newAPIError(resp))
 	}
 	defer drainAndClose(resp.Body)
 	data, err := io.ReadAll(resp.Body)
@@ -71,7 +72,7 @@ func (f *Files) read(ctx context.Context, p string, offset, length *int64) ([]by
 	params := gen.ReadFileParams{Path: f.abs(p), Encoding: &enc, Offset: offset, Length: length}
 	r, err := call[gen.ReadFileResponse](f.b.c.api.ReadFile(ctx, f.b.id, &params))
 	if err != nil {
-		return nil, err
+		return nil, fileError("read", params.Path, err)
 	}
 	data, err := base64.StdEncoding.DecodeString(r.Content)
 	if err != nil {
@@ -88,7 +89,7 @@ func (f *Files) ReadText(ctx context.Context, p string) (string, error) {
 	}
 	r, err := call[gen.ReadFileResponse](f.b.c.api.ReadFile(ctx, f.b.id, &gen.ReadFileParams{Path: f.abs(p)}))
 	if err != nil {
-		return "", err
+		return "", fileError("read", f.abs(p), err)
 	}
 	return r.Content, nil
 }
@@ -119,7 +120,7 @@ func (f *Files) write(ctx context.Context, body gen.WriteFileRequest, p string) 
 	if p == "" {
 		return errors.New("box: path is required")
 	}
-	return none(f.b.c.api.WriteFile(withIdempotent(ctx), f.b.id, body))
+	return fileError("write", body.Path, none(f.b.c.api.WriteFile(withIdempotent(ctx), f.b.id, body)))
 }
 
 // FileEntry is one entry of a directory listing.
@@ -142,7 +143,7 @@ func (f *Files) List(ctx context.Context, p string) ([]FileEntry, error) {
 	}
 	r, err := call[gen.ListFilesResponse](f.b.c.api.ListFiles(ctx, f.b.id, &params))
 	if err != nil {
-		return nil, err
+		return nil, fileError("readdir", deref(params.Folder), err)
 	}
 	out := make([]FileEntry, len(r.Files))
 	for i, e := range r.Files {
@@ -192,7 +193,7 @@ func (f *Files) Stat(ctx context.Context, p string, params *StatParams) (*FileIn
 	}
 	r, err := call[gen.FileStat](f.b.c.api.StatFile(ctx, f.b.id, &q))
 	if err != nil {
-		return nil, err
+		return nil, fileError("stat", q.Path, err)
 	}
 	return &FileInfo{Type: FileType(r.Type), Size: r.Size, ModTime: r.ModTime, Inode: r.Inode, Version: r.Version}, nil
 }
@@ -214,7 +215,7 @@ func (f *Files) Mkdir(ctx context.Context, p string, params *MkdirParams) error 
 		body.Parents = ptr(true)
 		ctx = withIdempotent(ctx)
 	}
-	return none(f.b.c.api.MakeDirectory(ctx, f.b.id, body))
+	return fileError("mkdir", body.Path, none(f.b.c.api.MakeDirectory(ctx, f.b.id, body)))
 }
 
 // Rename moves from to to, creating to's parent directories.
@@ -222,7 +223,7 @@ func (f *Files) Rename(ctx context.Context, from, to string) error {
 	if from == "" || to == "" {
 		return errors.New("box: both paths are required")
 	}
-	return none(f.b.c.api.RenameFile(ctx, f.b.id, gen.RenameFileRequest{From: f.abs(from), To: f.abs(to)}))
+	return fileError("rename", f.abs(from), none(f.b.c.api.RenameFile(ctx, f.b.id, gen.RenameFileRequest{From: f.abs(from), To: f.abs(to)})))
 }
 
 // RemoveParams configures Remove.
@@ -240,13 +241,18 @@ func (f *Files) Remove(ctx context.Context, p string, params *RemoveParams) erro
 	if params != nil && params.Recursive {
 		body.Recursive = ptr(true)
 	}
-	return none(f.b.c.api.RemoveFile(ctx, f.b.id, body))
+	return fileError("remove", body.Path, none(f.b.c.api.RemoveFile(ctx, f.b.id, body)))
 }
 
-// UploadFile pairs a local file with its destination in the box.
+// UploadFile pairs a local file, or a reader, with its destination in
+// the box.
 type UploadFile struct {
 	// LocalPath is the file on this machine.
 	LocalPath string
+	// Reader, when set instead of LocalPath, is read to its end for the
+	// file's content. A request with a reader cannot be sent again, so it
+	// is never retried.
+	Reader io.Reader
 	// Destination is the path in the box; relative paths are resolved
 	// against the working directory. Parent directories are created.
 	Destination string
@@ -260,21 +266,28 @@ func (f *Files) Upload(ctx context.Context, files []UploadFile) error {
 		return errors.New("box: Upload needs at least one file")
 	}
 	parts := make([]uploadPart, len(files))
+	replayable := true
 	for i, u := range files {
-		if u.LocalPath == "" || u.Destination == "" {
-			return fmt.Errorf("box: Upload file %d: LocalPath and Destination are required", i)
+		if u.Destination == "" || (u.LocalPath == "") == (u.Reader == nil) {
+			return invalidf("box: Upload file %d: Destination, and one of LocalPath and Reader, are required", i)
+		}
+		if u.Reader != nil {
+			r := u.Reader
+			parts[i] = uploadPart{dest: f.abs(u.Destination), open: func() (io.ReadCloser, error) { return io.NopCloser(r), nil }}
+			replayable = false
+			continue
 		}
 		fi, err := os.Stat(u.LocalPath)
 		if err != nil {
 			return fmt.Errorf("box: Upload: %w", err)
 		}
 		if !fi.Mode().IsRegular() {
-			return fmt.Errorf("box: Upload: %s is not a regular file", u.LocalPath)
+			return invalidf("box: Upload: %s is not a regular file", u.LocalPath)
 		}
 		local := u.LocalPath
 		parts[i] = uploadPart{dest: f.abs(u.Destination), open: func() (io.ReadCloser, error) { return os.Open(local) }}
 	}
-	return f.upload(ctx, parts)
+	return f.uploadWith(ctx, parts, replayable)
 }
 
 // uploadPart is one file of an upload request: its box path and how to
@@ -284,8 +297,13 @@ type uploadPart struct {
 	open func() (io.ReadCloser, error)
 }
 
-// upload sends parts in one multipart request streamed through a pipe.
+// upload sends parts in one multipart request streamed through a pipe;
+// the parts are opened again if the request is retried.
 func (f *Files) upload(ctx context.Context, parts []uploadPart) error {
+	return f.uploadWith(ctx, parts, true)
+}
+
+func (f *Files) uploadWith(ctx context.Context, parts []uploadPart, replayable bool) error {
 	boundary := multipart.NewWriter(io.Discard).Boundary()
 	body := func() io.ReadCloser {
 		pr, pw := io.Pipe()
@@ -295,12 +313,17 @@ func (f *Files) upload(ctx context.Context, parts []uploadPart) error {
 	// The generated client has no way to pass GetBody, so the request is
 	// built here; rebuilding the body from its sources lets the transport
 	// retry.
-	req, err := f.b.c.newRequest(withIdempotent(ctx), http.MethodPost, "/v2/box/"+url.PathEscape(f.b.id)+"/files/upload", nil)
+	if replayable {
+		ctx = withIdempotent(ctx)
+	}
+	req, err := f.b.c.newRequest(ctx, http.MethodPost, "/v2/box/"+url.PathEscape(f.b.id)+"/files/upload", nil)
 	if err != nil {
 		return err
 	}
 	req.Body = body()
-	req.GetBody = func() (io.ReadCloser, error) { return body(), nil }
+	if replayable {
+		req.GetBody = func() (io.ReadCloser, error) { return body(), nil }
+	}
 	req.Header.Set("Content-Type", "multipart/form-data; boundary="+boundary)
 	return none(f.b.c.send(req))
 }
@@ -342,11 +365,13 @@ type DownloadParams struct {
 	// Dest is the local directory to write into. By default it is
 	// ./<last element of Folder>, or ./workspace for /workspace/home.
 	Dest string
+	// Recursive downloads the subdirectories too, at any depth (see
+	// DownloadDir).
+	Recursive bool
 }
 
-// Download copies the files of one box directory (not its
-// subdirectories) into a local directory and returns the local paths
-// written. File names from the server are used only if they name a file
+// Download copies the files of one box directory (with Recursive, its
+// whole tree) into a local directory and returns the local paths written. File names from the server are used only if they name a file
 // directly inside the destination: a name such as "../x" or one that
 // resolves through a symlink out of it is refused.
 func (f *Files) Download(ctx context.Context, params *DownloadParams) ([]string, error) {
@@ -368,9 +393,16 @@ func (f *Files) Download(ctx context.Context, params *DownloadParams) ([]string,
 			dest = "box"
 		}
 	}
+	if p.Recursive {
+		if err := f.DownloadDir(ctx, remote, dest, nil); err != nil {
+			return nil, err
+		}
+		files, _ := filesUnder(dest)
+		return files, nil
+	}
 	entries, err := call[gen.ListFilesResponse](f.b.c.api.ListFiles(ctx, f.b.id, &gen.ListFilesParams{Folder: &remote}))
 	if err != nil {
-		return nil, err
+		return nil, fileError("readdir", remote, err)
 	}
 	if err := os.MkdirAll(dest, 0o755); err != nil {
 		return nil, fmt.Errorf("box: Download: %w", err)
@@ -396,13 +428,25 @@ func (f *Files) Download(ctx context.Context, params *DownloadParams) ([]string,
 	return written, nil
 }
 
+// filesUnder lists the regular files below dir.
+func filesUnder(dir string) ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			out = append(out, p)
+		}
+		return err
+	})
+	return out, err
+}
+
 func (f *Files) downloadOne(ctx context.Context, root *os.Root, e gen.FileEntry) error {
 	resp, err := f.b.c.api.DownloadFile(ctx, f.b.id, &gen.DownloadFileParams{Folder: e.Path})
 	if err != nil {
 		return err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return newAPIError(resp)
+		return fileError("read", e.Path, newAPIError(resp))
 	}
 	defer drainAndClose(resp.Body)
 	out, err := root.OpenFile(e.Name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)

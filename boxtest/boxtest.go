@@ -75,7 +75,7 @@ func WithClientOptions(opts ...box.Option) Option {
 // typically a *FakeClock.
 func WithClock(c local.Clock) Option { return func(o *options) { o.clock = c } }
 
-// WithMaxUploadBytes bounds one upload request (default 1 GiB).
+// WithMaxUploadBytes bounds one upload request (default 16 GiB).
 func WithMaxUploadBytes(n int64) Option { return func(o *options) { o.maxUpload = n } }
 
 // WithConfig lets f change boxd's configuration after the other options

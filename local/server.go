@@ -57,7 +57,8 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxBodyBytes bounds JSON request bodies (default 64 MiB).
 	MaxBodyBytes int64
-	// MaxUploadBytes bounds one file upload request (default 1 GiB).
+	// MaxUploadBytes bounds one file upload request (default 16 GiB).
+	// Uploads stream to disk: the bound is of disk, not memory.
 	MaxUploadBytes int64
 	// Clock times schedules and ephemeral boxes' expiry; nil is the real
 	// time.
@@ -156,7 +157,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxBodyBytes = 64 << 20
 	}
 	if cfg.MaxUploadBytes <= 0 {
-		cfg.MaxUploadBytes = 1 << 30
+		cfg.MaxUploadBytes = 16 << 30
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = systemClock{}

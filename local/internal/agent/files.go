@@ -241,12 +241,14 @@ func (a *Agent) listFiles(folder string) ([]fileEntry, error) {
 		if err != nil {
 			continue // removed while listing
 		}
-		isDir := fi.IsDir()
+		// A symbolic link is listed as what it leads to, when it leads
+		// somewhere (as ls -L does).
 		if fi.Mode()&fs.ModeSymlink != 0 {
 			if t, err := os.Stat(filepath.Join(a.fs.real(bp), e.Name())); err == nil {
-				isDir = t.IsDir()
+				fi = t
 			}
 		}
+		isDir := fi.IsDir()
 		out = append(out, fileEntry{Name: e.Name(), Path: path.Join(bp, e.Name()), Size: fi.Size(), IsDir: isDir, ModTime: fi.ModTime()})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -1,0 +1,537 @@
+package box
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/upstash/box-go/gen"
+)
+
+// Files of any size: readers, writers and directory trees that stream in
+// constant memory.
+
+// TransferParams configures a streaming transfer.
+type TransferParams struct {
+	// Progress, when set, is called as bytes move: done so far, and the
+	// total when it is known (-1 otherwise). It is called from the
+	// goroutine doing the transfer, often: keep it quick.
+	Progress func(done, total int64)
+}
+
+func (p *TransferParams) progress() func(done, total int64) {
+	if p == nil || p.Progress == nil {
+		return func(int64, int64) {}
+	}
+	return p.Progress
+}
+
+// FileReader streams the content of a box file. It is an io.ReadCloser
+// and an io.WriterTo; Close it when done.
+type FileReader struct {
+	size     int64
+	done     int64
+	progress func(done, total int64)
+
+	// A whole file streams from one download response.
+	body io.ReadCloser
+
+	// A range is read in chunks of at most rangeChunk through the read
+	// endpoint (the download endpoint has no ranges).
+	ctx      context.Context
+	f        *Files
+	path     string
+	off, end int64 // the next byte to fetch, and where the range ends (-1: at EOF)
+	buf      []byte
+	eof      bool
+}
+
+// rangeChunk is how much one request of a ranged read fetches.
+const rangeChunk = 4 << 20
+
+// Open opens the file at p for reading. Its content streams from the box
+// as it is read, in constant memory, whatever its size.
+func (f *Files) Open(ctx context.Context, p string) (*FileReader, error) {
+	return f.open(ctx, p, nil)
+}
+
+func (f *Files) open(ctx context.Context, p string, params *TransferParams) (*FileReader, error) {
+	if p == "" {
+		return nil, invalidf("box: path is required")
+	}
+	abs := f.abs(p)
+	resp, err := f.b.c.api.DownloadFile(ctx, f.b.id, &gen.DownloadFileParams{Folder: abs})
+	if err != nil {
+		return nil, fileError("open", abs, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, fileError("open", abs, newAPIError(resp))
+	}
+	return &FileReader{body: resp.Body, size: resp.ContentLength, progress: params.progress()}, nil
+}
+
+// OpenRange opens length bytes of the file at p, from offset on, for
+// reading; length -1 reads to the end of the file. The range is fetched in
+// chunks of a few MiB as it is read.
+func (f *Files) OpenRange(ctx context.Context, p string, offset, length int64) (*FileReader, error) {
+	if p == "" {
+		return nil, invalidf("box: path is required")
+	}
+	if offset < 0 || length < -1 {
+		return nil, invalidf("box: OpenRange offset must not be negative, and length must be -1 or more")
+	}
+	r := &FileReader{ctx: ctx, f: f, path: f.abs(p), off: offset, end: -1, size: -1, progress: func(int64, int64) {}}
+	if length >= 0 {
+		r.end, r.size = offset+length, length
+	}
+	// The first chunk comes now, so that a missing file is an error here.
+	if err := r.fill(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// fill fetches the next chunk of a range.
+func (r *FileReader) fill() error {
+	n := int64(rangeChunk)
+	if r.end >= 0 {
+		n = min(n, r.end-r.off)
+	}
+	if n <= 0 {
+		r.eof = true
+		return nil
+	}
+	enc := gen.ReadFileParamsEncodingBase64
+	params := gen.ReadFileParams{Path: r.path, Encoding: &enc, Offset: &r.off, Length: &n}
+	resp, err := call[gen.ReadFileResponse](r.f.b.c.api.ReadFile(r.ctx, r.f.b.id, &params))
+	if err != nil {
+		return fileError("read", r.path, err)
+	}
+	// Decode into the buffer of the previous chunk: one chunk in memory.
+	need := base64.StdEncoding.DecodedLen(len(resp.Content))
+	if cap(r.buf) < need {
+		r.buf = make([]byte, need)
+	}
+	got, err := base64.StdEncoding.Decode(r.buf[:need], []byte(resp.Content))
+	if err != nil {
+		return fmt.Errorf("box: reading %s: invalid base64 from server: %w", r.path, err)
+	}
+	r.buf = r.buf[:got]
+	r.off += int64(got)
+	if int64(got) < n {
+		r.eof = true // the file ends inside the chunk
+	}
+	return nil
+}
+
+// Read reads the next bytes of the file.
+func (r *FileReader) Read(p []byte) (int, error) {
+	if r.body != nil {
+		n, err := r.body.Read(p)
+		r.count(n)
+		if err == io.EOF && r.size >= 0 && r.done != r.size {
+			err = fmt.Errorf("box: the file's content ended after %d of %d bytes: %w", r.done, r.size, io.ErrUnexpectedEOF)
+		}
+		return n, err
+	}
+	for len(r.buf) == 0 {
+		if r.eof {
+			return 0, io.EOF
+		}
+		if err := r.fill(); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	r.count(n)
+	return n, nil
+}
+
+func (r *FileReader) count(n int) {
+	if n > 0 {
+		r.done += int64(n)
+		r.progress(r.done, r.size)
+	}
+}
+
+// copyBufs holds the buffers of WriteTo and the upload writers.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+// WriteTo writes the rest of the file to w.
+func (r *FileReader) WriteTo(w io.Writer) (int64, error) {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	return io.CopyBuffer(w, onlyReader{r}, *bp)
+}
+
+// onlyReader hides WriteTo, so that io.CopyBuffer does not call it again.
+type onlyReader struct{ io.Reader }
+
+// Size is how many bytes the reader yields in all: the file's size for
+// Open, the range's length for OpenRange with a length; -1 when unknown.
+func (r *FileReader) Size() int64 { return r.size }
+
+// Close releases the reader. Closing before the end stops the transfer.
+func (r *FileReader) Close() error {
+	if r.body != nil {
+		return r.body.Close()
+	}
+	r.buf, r.eof = nil, true
+	return nil
+}
+
+// DownloadTo copies the file at p into w, streaming, and returns the
+// number of bytes copied.
+func (f *Files) DownloadTo(ctx context.Context, p string, w io.Writer, params *TransferParams) (int64, error) {
+	r, err := f.open(ctx, p, params)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	return r.WriteTo(w)
+}
+
+// WriteFrom replaces the file at p with what r holds, read to its end: any
+// length, streamed in constant memory. The file is replaced only once all
+// of it has arrived; an error from r leaves the old content. It returns
+// the number of bytes written. A request whose body is a plain io.Reader
+// cannot be sent again, so it is never retried.
+func (f *Files) WriteFrom(ctx context.Context, p string, r io.Reader, params *TransferParams) (int64, error) {
+	if p == "" {
+		return 0, invalidf("box: path is required")
+	}
+	if r == nil {
+		return 0, invalidf("box: WriteFrom needs a reader")
+	}
+	total := int64(-1)
+	if s, ok := r.(interface{ Len() int }); ok {
+		total = int64(s.Len())
+	}
+	cr := &progressReader{r: r, total: total, progress: params.progress()}
+	part := uploadPart{dest: f.abs(p), open: func() (io.ReadCloser, error) { return io.NopCloser(cr), nil }}
+	if err := f.uploadOnce(ctx, []uploadPart{part}); err != nil {
+		return cr.n, fileError("write", part.dest, err)
+	}
+	return cr.n, nil
+}
+
+// progressReader counts what it reads and reports progress.
+type progressReader struct {
+	r        io.Reader
+	n, total int64
+	progress func(done, total int64)
+}
+
+func (c *progressReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 {
+		c.n += int64(n)
+		c.progress(c.n, c.total)
+	}
+	return n, err
+}
+
+// Bounds of one upload request of a tree: files are sent in batches.
+const (
+	batchFiles = 256
+	batchBytes = 64 << 20
+)
+
+// UploadDir copies the local directory tree at local into the box
+// directory remote (relative to the working directory), creating it:
+// every regular file and directory, keeping their relative paths.
+// Symbolic links and special files are skipped. Files go in batches of
+// multipart requests, streamed from disk (and read again if a request is
+// retried). Progress counts bytes of file content, against their total.
+func (f *Files) UploadDir(ctx context.Context, local, remote string, params *TransferParams) error {
+	if local == "" || remote == "" {
+		return invalidf("box: UploadDir needs a local and a remote directory")
+	}
+	root := f.abs(remote)
+	type file struct {
+		rel  string
+		size int64
+	}
+	var files []file
+	var dirs []string
+	var total int64
+	err := filepath.WalkDir(local, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(local, p)
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			dirs = append(dirs, filepath.ToSlash(rel))
+		case d.Type().IsRegular():
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			files = append(files, file{rel: filepath.ToSlash(rel), size: fi.Size()})
+			total += fi.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("box: UploadDir: %w", err)
+	}
+	// Directories that will hold no file are made explicitly; the others
+	// come with their files.
+	holds := map[string]bool{}
+	for _, fl := range files {
+		for d := path.Dir(fl.rel); d != "." && !holds[d]; d = path.Dir(d) {
+			holds[d] = true
+		}
+	}
+	for _, d := range dirs {
+		if !holds[d] {
+			if err := f.Mkdir(ctx, path.Join(root, d), &MkdirParams{Parents: true}); err != nil {
+				return err
+			}
+		}
+	}
+	progress := params.progress()
+	var done, offset int64
+	var batch []uploadPart
+	var batchSize int64
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := f.upload(ctx, batch)
+		batch, batchSize = nil, 0
+		return err
+	}
+	for _, fl := range files {
+		localPath, base := filepath.Join(local, filepath.FromSlash(fl.rel)), offset
+		batch = append(batch, uploadPart{dest: path.Join(root, fl.rel), open: func() (io.ReadCloser, error) {
+			src, err := os.Open(localPath)
+			if err != nil {
+				return nil, err
+			}
+			return &progressFile{f: src, base: base, done: &done, total: total, progress: progress}, nil
+		}})
+		offset += fl.size
+		batchSize += fl.size
+		if len(batch) >= batchFiles || batchSize >= batchBytes {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
+}
+
+// progressFile counts the bytes of an uploaded file into done, from base,
+// the size of the files before it: a file read again (a retried request)
+// counts from where it started.
+type progressFile struct {
+	f        *os.File
+	base     int64
+	n        int64
+	done     *int64
+	total    int64
+	progress func(done, total int64)
+}
+
+func (p *progressFile) Read(b []byte) (int, error) {
+	n, err := p.f.Read(b)
+	if n > 0 {
+		p.n += int64(n)
+		*p.done = p.base + p.n
+		p.progress(*p.done, p.total)
+	}
+	return n, err
+}
+
+func (p *progressFile) Close() error { return p.f.Close() }
+
+// DownloadDir copies the box directory tree at remote (relative to the
+// working directory) into the local directory local, creating it: every
+// file and directory below, at any depth. Names from the server are used
+// only if they stay inside local: nothing is written through a symbolic
+// link or outside it. Progress counts bytes of file content, against the
+// total the listings give.
+func (f *Files) DownloadDir(ctx context.Context, remote, local string, params *TransferParams) error {
+	if remote == "" || local == "" {
+		return invalidf("box: DownloadDir needs a remote and a local directory")
+	}
+	top := f.abs(remote)
+	type file struct{ remote, rel string }
+	var files []file
+	var dirs []string
+	var total int64
+	queue := []string{""}
+	for len(queue) > 0 {
+		rel := queue[0]
+		queue = queue[1:]
+		dir := path.Join(top, rel)
+		entries, err := call[gen.ListFilesResponse](f.b.c.api.ListFiles(ctx, f.b.id, &gen.ListFilesParams{Folder: &dir}))
+		if err != nil {
+			return fileError("readdir", dir, err)
+		}
+		for _, e := range entries.Files {
+			if !filepath.IsLocal(e.Name) || strings.ContainsAny(e.Name, `/\`) {
+				return fmt.Errorf("box: DownloadDir: refusing file name %q from the server: it is not a plain file name", e.Name)
+			}
+			if e.IsDir {
+				queue = append(queue, path.Join(rel, e.Name))
+				dirs = append(dirs, path.Join(rel, e.Name))
+				continue
+			}
+			files = append(files, file{remote: path.Join(dir, e.Name), rel: path.Join(rel, e.Name)})
+			total += e.Size
+		}
+	}
+	if err := os.MkdirAll(local, 0o755); err != nil {
+		return fmt.Errorf("box: DownloadDir: %w", err)
+	}
+	root, err := os.OpenRoot(local)
+	if err != nil {
+		return fmt.Errorf("box: DownloadDir: %w", err)
+	}
+	defer root.Close()
+	for _, d := range dirs {
+		if err := root.MkdirAll(filepath.FromSlash(d), 0o755); err != nil {
+			return fmt.Errorf("box: DownloadDir: %w", err)
+		}
+	}
+	progress := params.progress()
+	var mu sync.Mutex
+	var done int64
+	report := func(n int64) {
+		mu.Lock()
+		done += n
+		d := done
+		mu.Unlock()
+		progress(d, total)
+	}
+	// A few files at a time: many small files are bound by round trips.
+	work := make(chan file)
+	errs := make(chan error, 1)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for fl := range work {
+				if err := f.downloadInto(ctx, root, fl.remote, filepath.FromSlash(fl.rel), report); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+					cancel()
+				}
+			}
+		}()
+	}
+feed:
+	for _, fl := range files {
+		select {
+		case work <- fl:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+	}
+	return ctx.Err()
+}
+
+// downloadInto streams the box file remote into rel under root.
+func (f *Files) downloadInto(ctx context.Context, root *os.Root, remote, rel string, report func(int64)) error {
+	r, err := f.open(ctx, remote, &TransferParams{Progress: func(done, _ int64) {}})
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	out, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("box: DownloadDir %s: %w", remote, err)
+	}
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	for {
+		n, rerr := r.Read(*bp)
+		if n > 0 {
+			if _, err := out.Write((*bp)[:n]); err != nil {
+				out.Close()
+				return fmt.Errorf("box: DownloadDir %s: %w", remote, err)
+			}
+			report(int64(n))
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			out.Close()
+			return fmt.Errorf("box: DownloadDir %s: %w", remote, rerr)
+		}
+	}
+	return out.Close()
+}
+
+// uploadOnce is upload for parts that can be read only once: the request
+// is never retried.
+func (f *Files) uploadOnce(ctx context.Context, parts []uploadPart) error {
+	return f.uploadWith(ctx, parts, false)
+}
+
+// fileError puts err, an error of a file call on box path p, in an
+// *fs.PathError, so that errors.Is(err, fs.ErrNotExist) and the other
+// io/fs errors match what the server answered. An *Error stays
+// reachable with errors.As.
+func fileError(op, p string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return err
+	}
+	var ae *Error
+	if errors.As(err, &ae) {
+		return &fs.PathError{Op: op, Path: p, Err: &fileStatusError{ae}}
+	}
+	return err
+}
+
+// fileStatusError is an *Error of a file call, which also matches the
+// io/fs error its status means.
+type fileStatusError struct{ e *Error }
+
+func (f *fileStatusError) Error() string { return f.e.Error() }
+func (f *fileStatusError) Unwrap() error { return f.e }
+
+func (f *fileStatusError) Is(target error) bool {
+	switch f.e.StatusCode {
+	case http.StatusNotFound:
+		return target == fs.ErrNotExist
+	case http.StatusConflict:
+		return target == fs.ErrExist
+	case http.StatusForbidden:
+		return target == fs.ErrPermission
+	}
+	return false
+}

@@ -1,0 +1,279 @@
+package box_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"html/template"
+	"io"
+	"io/fs"
+	"math"
+	mrand "math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/upstash/box-go/box"
+	"github.com/upstash/box-go/boxtest"
+)
+
+func randomBytes(t testing.TB, n int) []byte {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestFileStreams writes a file from a reader of unknown length and reads
+// it back whole and in ranges, with progress.
+func TestFileStreams(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t)
+	b := newBox(t, srv, nil)
+	ctx := t.Context()
+	data := randomBytes(t, 9<<20+123)
+	var last, calls int64
+	n, err := b.Files.WriteFrom(ctx, "big/data.bin", io.MultiReader(bytes.NewReader(data[:1000]), bytes.NewReader(data[1000:])), &box.TransferParams{
+		Progress: func(done, total int64) {
+			if done < last || total != -1 {
+				t.Errorf("progress went %d → %d of %d", last, done, total)
+			}
+			last, calls = done, calls+1
+		},
+	})
+	if err != nil || n != int64(len(data)) || last != n || calls == 0 {
+		t.Fatalf("WriteFrom = %d, %v (progress at %d after %d calls)", n, err, last, calls)
+	}
+	r, err := b.Files.Open(ctx, "big/data.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Size() != int64(len(data)) {
+		t.Errorf("Size = %d", r.Size())
+	}
+	var got bytes.Buffer
+	if _, err := io.Copy(&got, r); err != nil || !bytes.Equal(got.Bytes(), data) {
+		t.Fatalf("Open: %d bytes, %v", got.Len(), err)
+	}
+	r.Close()
+	for _, rg := range [][2]int64{{0, 10}, {5 << 20, 5 << 20}, {int64(len(data)) - 7, 100}, {3, -1}, {int64(len(data)), 5}, {math.MaxInt64 - 9, 1}} {
+		r, err := b.Files.OpenRange(ctx, "big/data.bin", rg[0], rg[1])
+		if err != nil {
+			t.Fatalf("OpenRange %v: %v", rg, err)
+		}
+		all, err := io.ReadAll(r)
+		r.Close()
+		start := min(rg[0], int64(len(data)))
+		end := int64(len(data))
+		if rg[1] >= 0 {
+			end = min(end, start+rg[1])
+		}
+		if err != nil || !bytes.Equal(all, data[start:end]) {
+			t.Errorf("OpenRange %v: %d bytes, %v; want %d", rg, len(all), err, end-start)
+		}
+	}
+	var sink bytes.Buffer
+	if n, err := b.Files.DownloadTo(ctx, "big/data.bin", &sink, nil); err != nil || n != int64(len(data)) || !bytes.Equal(sink.Bytes(), data) {
+		t.Errorf("DownloadTo = %d, %v", n, err)
+	}
+	// A reader that fails leaves the old content.
+	_, err = b.Files.WriteFrom(ctx, "big/data.bin", io.MultiReader(bytes.NewReader(data[:5000]), iotestErr{}), nil)
+	if err == nil {
+		t.Fatal("WriteFrom from a failing reader succeeded")
+	}
+	if fi, err := b.Files.Stat(ctx, "big/data.bin", nil); err != nil || fi.Size != int64(len(data)) {
+		t.Errorf("after a failed WriteFrom: %+v, %v", fi, err)
+	}
+}
+
+type iotestErr struct{}
+
+func (iotestErr) Read([]byte) (int, error) { return 0, errors.New("the source broke") }
+
+// TestFileErrorsFollowIOFS: file calls fail with the io/fs errors that
+// what happened means, and stay *box.Error with the server's status.
+func TestFileErrorsFollowIOFS(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t)
+	b := newBox(t, srv, nil)
+	ctx := t.Context()
+	missing := "no/such/file"
+	for name, err := range map[string]error{
+		"Read":        func() error { _, err := b.Files.Read(ctx, missing); return err }(),
+		"ReadText":    func() error { _, err := b.Files.ReadText(ctx, missing); return err }(),
+		"ReadRange":   func() error { _, err := b.Files.ReadRange(ctx, missing, 0, 1); return err }(),
+		"Open":        func() error { _, err := b.Files.Open(ctx, missing); return err }(),
+		"OpenRange":   func() error { _, err := b.Files.OpenRange(ctx, missing, 0, 1); return err }(),
+		"Stat":        func() error { _, err := b.Files.Stat(ctx, missing, nil); return err }(),
+		"List":        func() error { _, err := b.Files.List(ctx, missing); return err }(),
+		"Remove":      b.Files.Remove(ctx, missing, nil),
+		"Rename":      b.Files.Rename(ctx, missing, "elsewhere"),
+		"DownloadTo":  func() error { _, err := b.Files.DownloadTo(ctx, missing, io.Discard, nil); return err }(),
+		"DownloadDir": b.Files.DownloadDir(ctx, missing, t.TempDir(), nil),
+	} {
+		var apiErr *box.Error
+		if !errors.Is(err, fs.ErrNotExist) || !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
+			t.Errorf("%s of a missing file = %v, want fs.ErrNotExist and a 404 *box.Error", name, err)
+		}
+	}
+	if err := b.Files.Mkdir(ctx, "d", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Files.Mkdir(ctx, "d", nil); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("Mkdir of an existing directory = %v, want fs.ErrExist", err)
+	}
+	if err := b.Files.Remove(ctx, "/etc", &box.RemoveParams{Recursive: true}); !errors.Is(err, fs.ErrPermission) {
+		t.Errorf("Remove /etc = %v, want fs.ErrPermission", err)
+	}
+	for name, err := range map[string]error{
+		"Open":      func() error { _, err := b.Files.Open(ctx, ""); return err }(),
+		"OpenRange": func() error { _, err := b.Files.OpenRange(ctx, "x", -1, 1); return err }(),
+		"WriteFrom": func() error { _, err := b.Files.WriteFrom(ctx, "x", nil, nil); return err }(),
+		"UploadDir": b.Files.UploadDir(ctx, "", "x", nil),
+	} {
+		if !errors.Is(err, box.ErrInvalid) {
+			t.Errorf("%s with a bad argument = %v, want box.ErrInvalid", name, err)
+		}
+	}
+}
+
+// makeTree writes a local tree of n files in nested directories, with an
+// empty directory, and returns its files' contents by slash path.
+func makeTree(t testing.TB, dir string, n int) map[string][]byte {
+	t.Helper()
+	want := map[string][]byte{}
+	r := mrand.New(mrand.NewPCG(1, 2))
+	for i := range n {
+		rel := filepath.Join("d"+strings.Repeat("x", i%3), "sub"+string(rune('a'+i%5)), "f"+itoaTest(i)+".bin")
+		data := make([]byte, r.IntN(2000))
+		for j := range data {
+			data[j] = byte(r.Uint32())
+		}
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, rel), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want[filepath.ToSlash(rel)] = data
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "empty", "deeper"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return want
+}
+
+func itoaTest(i int) string { return strconv.Itoa(i) }
+
+// readTree returns the files of a local tree by slash path, and its
+// directories.
+func readTree(t testing.TB, dir string) (map[string][]byte, []string) {
+	t.Helper()
+	files := map[string][]byte{}
+	var dirs []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if d.IsDir() {
+			dirs = append(dirs, filepath.ToSlash(rel))
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		files[filepath.ToSlash(rel)] = b
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files, dirs
+}
+
+// TestTreeTransfers copies a tree of files up and back down, and checks
+// every byte, the empty directory, and the progress totals.
+func TestTreeTransfers(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t)
+	b := newBox(t, srv, nil)
+	ctx := t.Context()
+	src := t.TempDir()
+	want := makeTree(t, src, 600)
+	var total int64
+	for _, d := range want {
+		total += int64(len(d))
+	}
+	var up int64
+	if err := b.Files.UploadDir(ctx, src, "tree", &box.TransferParams{Progress: func(done, tot int64) { up = done; total = tot }}); err != nil {
+		t.Fatal(err)
+	}
+	if up != total {
+		t.Errorf("upload progress ended at %d of %d", up, total)
+	}
+	if got := mustRun(t, b, "find tree -type f | wc -l; find tree -type d -empty").Stdout; got != "600\ntree/empty/deeper\n" {
+		t.Errorf("in the box: %q", got)
+	}
+	dst := filepath.Join(t.TempDir(), "back")
+	var down int64
+	if err := b.Files.DownloadDir(ctx, "tree", dst, &box.TransferParams{Progress: func(done, _ int64) { down = done }}); err != nil {
+		t.Fatal(err)
+	}
+	got, dirs := readTree(t, dst)
+	if len(got) != len(want) || down != total {
+		t.Errorf("downloaded %d files, %d bytes; want %d, %d", len(got), down, len(want), total)
+	}
+	for p, d := range want {
+		if !bytes.Equal(got[p], d) {
+			t.Errorf("%s differs after the round trip", p)
+			break
+		}
+	}
+	if !strings.Contains(strings.Join(dirs, " "), "empty/deeper") {
+		t.Errorf("the empty directory did not come back: %v", dirs)
+	}
+}
+
+// TestFSView checks the io/fs view against fstest.TestFS and uses it as
+// http.FileServerFS and template.ParseFS do.
+func TestFSView(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t)
+	b := newBox(t, srv, nil)
+	ctx := t.Context()
+	mustRun(t, b, `mkdir -p site/css site/empty && printf '<h1>{{.}}</h1>' > site/index.tmpl && printf 'body{}' > site/css/a.css && head -c 100000 /dev/urandom > site/blob.bin && ln -s css/a.css site/link.css`)
+	fsys := b.Files.FS(ctx, "site")
+	if err := fstest.TestFS(fsys, "index.tmpl", "css/a.css", "blob.bin", "link.css", "empty"); err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := template.ParseFS(fsys, "*.tmpl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := tmpl.ExecuteTemplate(&out, "index.tmpl", "hi"); err != nil || out.String() != "<h1>hi</h1>" {
+		t.Errorf("template = %q, %v", out.String(), err)
+	}
+	hs := httptest.NewServer(http.FileServerFS(fsys))
+	defer hs.Close()
+	resp, err := http.Get(hs.URL + "/css/a.css")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "body{}" {
+		t.Errorf("FileServerFS = %d %q", resp.StatusCode, body)
+	}
+	if _, err := fsys.Open("nope"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Open of a missing name = %v", err)
+	}
+	if _, err := fsys.Open("../x"); !errors.Is(err, fs.ErrInvalid) {
+		t.Errorf("Open of ../x = %v", err)
+	}
+}
