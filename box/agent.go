@@ -325,13 +325,13 @@ func (a *Agent) check(p *AgentParams) error {
 		return ErrNoAgent
 	}
 	if p == nil || strings.TrimSpace(p.Prompt) == "" {
-		return errors.New("box: prompt is required")
+		return invalidf("box: prompt is required")
 	}
 	if p.MaxRetries < 0 || p.Timeout < 0 {
-		return errors.New("box: MaxRetries and Timeout must not be negative")
+		return invalidf("box: MaxRetries and Timeout must not be negative")
 	}
 	if len(p.Files) > MaxAttachments {
-		return fmt.Errorf("box: at most %d attachments, got %d", MaxAttachments, len(p.Files))
+		return invalidf("box: at most %d attachments, got %d", MaxAttachments, len(p.Files))
 	}
 	return nil
 }
@@ -343,7 +343,7 @@ func (a *Agent) Stream(ctx context.Context, p *AgentParams) (*AgentStream, error
 		return nil, err
 	}
 	if p.MaxRetries != 0 || p.Webhook != nil {
-		return nil, errors.New("box: MaxRetries and Webhook are for Agent.Run, not Agent.Stream")
+		return nil, invalidf("box: MaxRetries and Webhook are for Agent.Run, not Agent.Stream")
 	}
 	return a.stream(ctx, p, nil)
 }
@@ -537,7 +537,7 @@ func (a *Agent) runOnce(ctx context.Context, p *AgentParams, schema map[string]a
 
 func (a *Agent) webhook(ctx context.Context, p *AgentParams) (*Run, error) {
 	if p.Webhook.URL == "" {
-		return nil, errors.New("box: Webhook.URL is required")
+		return nil, invalidf("box: Webhook.URL is required")
 	}
 	run := newRun(a.b, RunTypeAgent)
 	req, err := a.request(ctx, p, nil, "/run")
@@ -564,7 +564,7 @@ func (a *Agent) request(ctx context.Context, p *AgentParams, schema map[string]a
 			return nil, err
 		}
 		if h := a.b.Info().Harness; harness != "" && h != "" && h != harness {
-			return nil, fmt.Errorf("box: %T are for the %s harness; this box runs %s", p.Options, harness, h)
+			return nil, invalidf("box: %T are for the %s harness; this box runs %s", p.Options, harness, h)
 		}
 		body.AgentOptions = opts
 	}
@@ -576,18 +576,18 @@ func (a *Agent) request(ctx context.Context, p *AgentParams, schema map[string]a
 	for i, f := range p.Files {
 		switch {
 		case f.Path != "" && f.Data != nil:
-			return nil, fmt.Errorf("box: attachment %d: set Path or Data, not both", i)
+			return nil, invalidf("box: attachment %d: set Path or Data, not both", i)
 		case f.Path != "":
 			multipartFiles = true
 		case f.Data != nil:
 			if f.MediaType == "" {
-				return nil, fmt.Errorf("box: attachment %d: MediaType is required with Data", i)
+				return nil, invalidf("box: attachment %d: MediaType is required with Data", i)
 			}
 			if len(f.Data) > MaxAttachmentSize {
-				return nil, fmt.Errorf("box: attachment %d is larger than %d bytes", i, MaxAttachmentSize)
+				return nil, invalidf("box: attachment %d is larger than %d bytes", i, MaxAttachmentSize)
 			}
 		default:
-			return nil, fmt.Errorf("box: attachment %d: set Path or Data", i)
+			return nil, invalidf("box: attachment %d: set Path or Data", i)
 		}
 	}
 	if !multipartFiles {
@@ -646,7 +646,7 @@ func multipartRun(body gen.AgentRunRequest, files []Attachment) ([]byte, string,
 				return nil, "", fmt.Errorf("box: attachment %d: %w", i, err)
 			}
 			if fi.Size() > MaxAttachmentSize {
-				return nil, "", fmt.Errorf("box: attachment %s is larger than %d bytes", f.Path, MaxAttachmentSize)
+				return nil, "", invalidf("box: attachment %s is larger than %d bytes", f.Path, MaxAttachmentSize)
 			}
 			if data, err = os.ReadFile(f.Path); err != nil {
 				return nil, "", fmt.Errorf("box: attachment %d: %w", i, err)

@@ -156,7 +156,7 @@ func (b *Box) Logs(ctx context.Context, params *LogsParams) ([]LogEntry, error) 
 	var p gen.GetBoxLogsParams
 	if params != nil {
 		if params.Offset < 0 || params.Limit < 0 {
-			return nil, errors.New("box: Logs offset and limit must not be negative")
+			return nil, invalidf("box: Logs offset and limit must not be negative")
 		}
 		if params.Offset > 0 {
 			p.Offset = &params.Offset

@@ -63,14 +63,14 @@ var labelRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,20}$`)
 // from letters, digits and . _ - :
 func ValidateLabel(label string) error {
 	if !labelRE.MatchString(label) {
-		return fmt.Errorf("box: invalid label %q: use 1 to 20 letters, digits, '.', '_', '-' or ':'", label)
+		return invalidf("box: invalid label %q: use 1 to 20 letters, digits, '.', '_', '-' or ':'", label)
 	}
 	return nil
 }
 
 func validateLabels(labels []string) error {
 	if len(labels) > 5 {
-		return fmt.Errorf("box: at most 5 labels, got %d", len(labels))
+		return invalidf("box: at most 5 labels, got %d", len(labels))
 	}
 	for _, l := range labels {
 		if err := ValidateLabel(l); err != nil {
@@ -91,7 +91,7 @@ func (p *CreateParams) request() (gen.CreateBoxRequest, error) {
 		return r, err
 	}
 	if p.InitCommand != "" && !p.KeepAlive {
-		return r, errors.New("box: InitCommand requires KeepAlive")
+		return r, invalidf("box: InitCommand requires KeepAlive")
 	}
 	if p.Name != "" {
 		r.Name = &p.Name
@@ -142,13 +142,13 @@ func (p *CreateParams) request() (gen.CreateBoxRequest, error) {
 
 func (a *AgentOptions) apply(r *gen.CreateBoxRequest) error {
 	if a.Harness == "" {
-		return errors.New("box: Agent.Harness is required")
+		return invalidf("box: Agent.Harness is required")
 	}
 	h := string(a.Harness)
 	r.Agent = &h
 	if a.Harness == HarnessCustom {
 		if a.CustomHarness == nil || a.CustomHarness.Command == "" {
-			return errors.New("box: Agent.CustomHarness with a Command is required when the harness is custom")
+			return invalidf("box: Agent.CustomHarness with a Command is required when the harness is custom")
 		}
 		model := string(a.Model)
 		if model == "" {
@@ -159,7 +159,7 @@ func (a *AgentOptions) apply(r *gen.CreateBoxRequest) error {
 		return nil
 	}
 	if a.Model == "" {
-		return errors.New("box: Agent.Model is required when an agent is configured")
+		return invalidf("box: Agent.Model is required when an agent is configured")
 	}
 	r.Model = ptr(string(a.Model))
 	r.AgentAPIKey = nonEmpty(a.APIKey)
@@ -178,9 +178,9 @@ func (h *CustomHarness) wire() *gen.CustomRunner {
 func (m MCPServer) wire() (gen.McpServer, error) {
 	switch {
 	case m.Name == "":
-		return gen.McpServer{}, errors.New("box: MCPServer.Name is required")
+		return gen.McpServer{}, invalidf("box: MCPServer.Name is required")
 	case (m.Package == "") == (m.URL == ""):
-		return gen.McpServer{}, fmt.Errorf("box: MCP server %q: set exactly one of Package and URL", m.Name)
+		return gen.McpServer{}, invalidf("box: MCP server %q: set exactly one of Package and URL", m.Name)
 	case m.Package != "":
 		return gen.McpServer{Name: m.Name, Source: gen.McpServerSourceNpm, PackageOrURL: m.Package, Args: m.Args}, nil
 	default:
@@ -231,7 +231,7 @@ func none(resp *http.Response, err error) error {
 // checkID rejects an empty path parameter before a request is built.
 func checkID(what, id string) error {
 	if strings.TrimSpace(id) == "" {
-		return fmt.Errorf("box: %s is required", what)
+		return invalidf("box: %s is required", what)
 	}
 	return nil
 }
@@ -352,11 +352,11 @@ func (c *Client) List(ctx context.Context, params *ListParams) ([]Info, error) {
 // empty list, or a blank id, is an error: it is never read as "all boxes".
 func (c *Client) DeleteBoxes(ctx context.Context, ids ...string) error {
 	if len(ids) == 0 {
-		return errors.New("box: DeleteBoxes needs at least one box id")
+		return invalidf("box: DeleteBoxes needs at least one box id")
 	}
 	for _, id := range ids {
 		if strings.TrimSpace(id) == "" {
-			return errors.New("box: DeleteBoxes: blank box id")
+			return invalidf("box: DeleteBoxes: blank box id")
 		}
 	}
 	return none(c.api.DeleteBoxes(ctx, gen.DeleteBoxesRequest{IDs: ids}))

@@ -92,7 +92,7 @@ func (ts *Tabs) Create(ctx context.Context, url string, p *TabParams) (*Tab, err
 		case p.Timeout == NoTimeout:
 			body.Timeout = ptr(int64(0))
 		case p.Timeout < 0:
-			return nil, errors.New("box: TabParams.Timeout must not be negative (use NoTimeout for none)")
+			return nil, invalidf("box: TabParams.Timeout must not be negative (use NoTimeout for none)")
 		case p.Timeout > 0:
 			body.Timeout = ptr(max(1, p.Timeout.Milliseconds()))
 		}
@@ -179,7 +179,7 @@ func (t *Tab) check() error {
 		return err
 	}
 	if t.id == "" {
-		return errors.New("box: the tab id is empty")
+		return invalidf("box: the tab id is empty")
 	}
 	return nil
 }
@@ -289,19 +289,19 @@ func (t *Tab) Extract(ctx context.Context, instruction string, schema map[string
 		return nil, err
 	}
 	if schema == nil {
-		return nil, errors.New("box: Extract needs a schema")
+		return nil, invalidf("box: Extract needs a schema")
 	}
 	raw, err := json.Marshal(schema)
 	if err != nil {
-		return nil, fmt.Errorf("box: schema: %w", err)
+		return nil, invalidf("box: schema: %w", err)
 	}
 	var s jsonschema.Schema
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, fmt.Errorf("box: schema: %w", err)
+		return nil, invalidf("box: schema: %w", err)
 	}
 	rs, err := s.Resolve(nil)
 	if err != nil {
-		return nil, fmt.Errorf("box: invalid JSON schema: %w", err)
+		return nil, invalidf("box: invalid JSON schema: %w", err)
 	}
 	var out any
 	if err := t.extract(ctx, instruction, schema, rs, &out, p); err != nil {
@@ -426,7 +426,7 @@ func (t *Tab) Act(ctx context.Context, instruction string, p *AIParams) (*ActRes
 		return nil, err
 	}
 	if instruction == "" {
-		return nil, errors.New("box: Act needs an instruction")
+		return nil, invalidf("box: Act needs an instruction")
 	}
 	return t.act(ctx, gen.BrowserActRequest{Tab: t.id, Instruction: &instruction, Model: p.model()})
 }

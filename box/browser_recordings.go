@@ -133,7 +133,7 @@ func (rs *Recordings) Start(ctx context.Context, maxDuration time.Duration) (*Re
 		return nil, err
 	}
 	if maxDuration < 0 || maxDuration > MaxRecordingDuration {
-		return nil, fmt.Errorf("box: a recording lasts at most %v, not %v", MaxRecordingDuration, maxDuration)
+		return nil, invalidf("box: a recording lasts at most %v, not %v", MaxRecordingDuration, maxDuration)
 	}
 	var body gen.StartRecordingRequest
 	if maxDuration > 0 {
@@ -166,7 +166,7 @@ func (rs *Recordings) Get(ctx context.Context, id string) (*Recording, error) {
 		return nil, err
 	}
 	if id == "" {
-		return nil, errors.New("box: the recording id is empty")
+		return nil, invalidf("box: the recording id is empty")
 	}
 	r, err := call[gen.Recording](rs.br.b.c.api.GetBrowserRecording(ctx, rs.br.b.id, id))
 	if err != nil {
@@ -209,7 +209,7 @@ func (rs *Recordings) Download(ctx context.Context, id, path string) (string, er
 		return "", err
 	}
 	if id == "" {
-		return "", errors.New("box: the recording id is empty")
+		return "", invalidf("box: the recording id is empty")
 	}
 	resp, err := rs.br.b.c.api.DownloadBrowserRecording(ctx, rs.br.b.id, id)
 	if err != nil {

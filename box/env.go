@@ -2,7 +2,6 @@ package box
 
 import (
 	"context"
-	"errors"
 
 	"github.com/upstash/box-go/gen"
 )
@@ -13,7 +12,7 @@ import (
 // SetEnv sets one account environment variable.
 func (c *Client) SetEnv(ctx context.Context, key, value string) error {
 	if key == "" {
-		return errors.New("box: env key is required")
+		return invalidf("box: env key is required")
 	}
 	return none(c.api.SetEnv(withIdempotent(ctx), key, gen.SetEnvRequest{Value: value}))
 }
@@ -43,7 +42,7 @@ func (c *Client) SetAllEnv(ctx context.Context, env map[string]string) error {
 // DeleteEnv removes one account environment variable.
 func (c *Client) DeleteEnv(ctx context.Context, key string) error {
 	if key == "" {
-		return errors.New("box: env key is required")
+		return invalidf("box: env key is required")
 	}
 	return none(c.api.DeleteEnv(ctx, key))
 }

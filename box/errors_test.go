@@ -7,10 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/upstash/box-go/gen"
 )
 
 func TestNewAPIError(t *testing.T) {
@@ -231,5 +234,50 @@ func TestSendReturnsSuccess(t *testing.T) {
 	data, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 201 || string(data) != `{"id":"b1"}` {
 		t.Errorf("got %d %q", resp.StatusCode, data)
+	}
+}
+
+// TestInvalidArgumentsSendNothing: errors of a call's own arguments are
+// ErrInvalid, name what is wrong, and come before any request.
+func TestInvalidArgumentsSendNothing(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer ts.Close()
+	c, err := NewClient(WithAPIKey("k"), WithBaseURL(ts.URL), WithTelemetry(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := c.newBox(&gen.BoxData{ID: "box-1", Status: gen.BoxStatusIdle})
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name, mention string
+		err           error
+	}{
+		{"empty command", "command", func() error { _, err := b.Exec.Command(ctx, ""); return err }()},
+		{"bad language", "Lang", func() error { _, err := b.Exec.Code(ctx, &CodeParams{Code: "1", Lang: "cobol"}); return err }()},
+		{"bad label", "label", func() error { _, err := b.Labels.Add(ctx, "has space"); return err }()},
+		{"empty bulk delete", "at least one", c.DeleteBoxes(ctx)},
+		{"blank snapshot id", "blank", func() error { _, err := c.DeleteSnapshots(ctx, ""); return err }()},
+		{"cron cleared", "Cron", func() error {
+			_, err := b.Schedule.Update(ctx, "s", &ScheduleUpdate{Cron: Clear[string]()})
+			return err
+		}()},
+		{"empty path", "path", func() error { _, err := b.Files.Read(ctx, ""); return err }()},
+		{"bad range", "ReadRange", func() error { _, err := b.Files.ReadRange(ctx, "x", -1, 1); return err }()},
+		{"bad port", "port", func() error { _, err := b.GetPublicURL(ctx, 70000, nil); return err }()},
+		{"bad policy", "Mode", b.UpdateNetworkPolicy(ctx, NetworkPolicy{})},
+		{"no session command", "Cmd or Argv", func() error { _, err := b.Exec.Session(ctx, &SessionParams{}); return err }()},
+		{"no git repo", "Repo", b.Git.Clone(ctx, &CloneParams{})},
+	} {
+		if !errors.Is(tc.err, ErrInvalid) || !strings.Contains(tc.err.Error(), tc.mention) {
+			t.Errorf("%s: %v, want ErrInvalid naming %q", tc.name, tc.err, tc.mention)
+		}
+	}
+	if _, err := NewClient(WithAPIKey("k"), WithBaseURL("ftp://x")); !errors.Is(err, ErrInvalid) {
+		t.Errorf("NewClient with a bad base URL: %v", err)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("%d requests were sent", n)
 	}
 }

@@ -103,7 +103,7 @@ type Exec struct{ b *Box }
 // ExitCode. Background processes it starts keep running.
 func (e *Exec) Command(ctx context.Context, command string) (*Run, error) {
 	if command == "" {
-		return nil, errors.New("box: command is required")
+		return nil, invalidf("box: command is required")
 	}
 	run := newRun(e.b, RunTypeCommand)
 	res, err := call[gen.ExecResult](e.b.c.api.ExecCommand(ctx, e.b.id, gen.ExecRequest{
@@ -138,15 +138,15 @@ type CodeParams struct {
 
 func (p *CodeParams) request(folder *string) (gen.CodeRequest, error) {
 	if p == nil || p.Code == "" {
-		return gen.CodeRequest{}, errors.New("box: code is required")
+		return gen.CodeRequest{}, invalidf("box: code is required")
 	}
 	switch p.Lang {
 	case LangJS, LangTS, LangPython:
 	default:
-		return gen.CodeRequest{}, fmt.Errorf("box: Lang must be js, ts or python, not %q", p.Lang)
+		return gen.CodeRequest{}, invalidf("box: Lang must be js, ts or python, not %q", p.Lang)
 	}
 	if p.Timeout < 0 {
-		return gen.CodeRequest{}, errors.New("box: Timeout must not be negative")
+		return gen.CodeRequest{}, invalidf("box: Timeout must not be negative")
 	}
 	r := gen.CodeRequest{Code: p.Code, Language: gen.CodeRequestLanguage(p.Lang), Folder: folder}
 	if p.Timeout > 0 {
@@ -241,7 +241,7 @@ type ExecStream = RunStream[ExecChunk]
 // Result is the whole output.
 func (e *Exec) Stream(ctx context.Context, command string) (*ExecStream, error) {
 	if command == "" {
-		return nil, errors.New("box: command is required")
+		return nil, invalidf("box: command is required")
 	}
 	body, err := json.Marshal(gen.ExecRequest{Command: []string{"sh", "-c", command}, Folder: e.b.folder()})
 	if err != nil {

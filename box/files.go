@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -34,7 +33,7 @@ func (f *Files) abs(p string) string { return join(f.b.wd.get(), p) }
 // (through the download endpoint), not base64 in JSON.
 func (f *Files) Read(ctx context.Context, p string) ([]byte, error) {
 	if p == "" {
-		return nil, errors.New("box: path is required")
+		return nil, invalidf("box: path is required")
 	}
 	resp, err := f.b.c.api.DownloadFile(ctx, f.b.id, &gen.DownloadFileParams{Folder: f.abs(p)})
 	if err != nil {
@@ -56,17 +55,17 @@ func (f *Files) Read(ctx context.Context, p string) ([]byte, error) {
 // MaxReadRange.
 func (f *Files) ReadRange(ctx context.Context, p string, offset, length int64) ([]byte, error) {
 	if offset < 0 || length < 0 {
-		return nil, errors.New("box: ReadRange offset and length must not be negative")
+		return nil, invalidf("box: ReadRange offset and length must not be negative")
 	}
 	if length > MaxReadRange {
-		return nil, fmt.Errorf("box: ReadRange length %d is above the %d-byte limit", length, MaxReadRange)
+		return nil, invalidf("box: ReadRange length %d is above the %d-byte limit", length, MaxReadRange)
 	}
 	return f.read(ctx, p, &offset, &length)
 }
 
 func (f *Files) read(ctx context.Context, p string, offset, length *int64) ([]byte, error) {
 	if p == "" {
-		return nil, errors.New("box: path is required")
+		return nil, invalidf("box: path is required")
 	}
 	enc := gen.ReadFileParamsEncodingBase64
 	params := gen.ReadFileParams{Path: f.abs(p), Encoding: &enc, Offset: offset, Length: length}
@@ -85,7 +84,7 @@ func (f *Files) read(ctx context.Context, p string, offset, length *int64) ([]by
 // content that is not valid UTF-8; use Read for binary files.
 func (f *Files) ReadText(ctx context.Context, p string) (string, error) {
 	if p == "" {
-		return "", errors.New("box: path is required")
+		return "", invalidf("box: path is required")
 	}
 	r, err := call[gen.ReadFileResponse](f.b.c.api.ReadFile(ctx, f.b.id, &gen.ReadFileParams{Path: f.abs(p)}))
 	if err != nil {
@@ -118,7 +117,7 @@ func (f *Files) WriteText(ctx context.Context, p, text string) error {
 
 func (f *Files) write(ctx context.Context, body gen.WriteFileRequest, p string) error {
 	if p == "" {
-		return errors.New("box: path is required")
+		return invalidf("box: path is required")
 	}
 	return fileError("write", body.Path, none(f.b.c.api.WriteFile(withIdempotent(ctx), f.b.id, body)))
 }
@@ -185,7 +184,7 @@ type StatParams struct {
 // unless params.Follow is set.
 func (f *Files) Stat(ctx context.Context, p string, params *StatParams) (*FileInfo, error) {
 	if p == "" {
-		return nil, errors.New("box: path is required")
+		return nil, invalidf("box: path is required")
 	}
 	q := gen.StatFileParams{Path: f.abs(p)}
 	if params != nil && params.Follow {
@@ -208,7 +207,7 @@ type MkdirParams struct {
 // Mkdir creates the directory p.
 func (f *Files) Mkdir(ctx context.Context, p string, params *MkdirParams) error {
 	if p == "" {
-		return errors.New("box: path is required")
+		return invalidf("box: path is required")
 	}
 	body := gen.MakeDirectoryRequest{Path: f.abs(p)}
 	if params != nil && params.Parents {
@@ -221,7 +220,7 @@ func (f *Files) Mkdir(ctx context.Context, p string, params *MkdirParams) error 
 // Rename moves from to to, creating to's parent directories.
 func (f *Files) Rename(ctx context.Context, from, to string) error {
 	if from == "" || to == "" {
-		return errors.New("box: both paths are required")
+		return invalidf("box: both paths are required")
 	}
 	return fileError("rename", f.abs(from), none(f.b.c.api.RenameFile(ctx, f.b.id, gen.RenameFileRequest{From: f.abs(from), To: f.abs(to)})))
 }
@@ -235,7 +234,7 @@ type RemoveParams struct {
 // Remove deletes the file or directory at p.
 func (f *Files) Remove(ctx context.Context, p string, params *RemoveParams) error {
 	if p == "" {
-		return errors.New("box: path is required")
+		return invalidf("box: path is required")
 	}
 	body := gen.RemoveFileRequest{Path: f.abs(p)}
 	if params != nil && params.Recursive {
@@ -263,7 +262,7 @@ type UploadFile struct {
 // whole.
 func (f *Files) Upload(ctx context.Context, files []UploadFile) error {
 	if len(files) == 0 {
-		return errors.New("box: Upload needs at least one file")
+		return invalidf("box: Upload needs at least one file")
 	}
 	parts := make([]uploadPart, len(files))
 	replayable := true

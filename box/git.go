@@ -2,7 +2,6 @@ package box
 
 import (
 	"context"
-	"errors"
 	"strings"
 
 	"github.com/upstash/box-go/gen"
@@ -40,10 +39,10 @@ type CloneParams struct {
 // requests.
 func (g *Git) Clone(ctx context.Context, params *CloneParams) error {
 	if params == nil || strings.TrimSpace(params.Repo) == "" {
-		return errors.New("box: git clone: Repo is required")
+		return invalidf("box: git clone: Repo is required")
 	}
 	if params.Depth < 0 {
-		return errors.New("box: git clone: Depth must not be negative")
+		return invalidf("box: git clone: Depth must not be negative")
 	}
 	body := gen.GitCloneRequest{
 		Repo:        params.Repo,
@@ -105,7 +104,7 @@ type GitCommitResult struct {
 // it. With nothing to commit, boxd answers 409.
 func (g *Git) Commit(ctx context.Context, params *CommitParams) (GitCommitResult, error) {
 	if params == nil || strings.TrimSpace(params.Message) == "" {
-		return GitCommitResult{}, errors.New("box: git commit: Message is required")
+		return GitCommitResult{}, invalidf("box: git commit: Message is required")
 	}
 	r, err := call[gen.GitCommitResult](g.b.c.api.GitCommit(ctx, g.b.id, gen.GitCommitRequest{
 		Message:     params.Message,
@@ -143,7 +142,7 @@ func (g *Git) Push(ctx context.Context, params *PushParams) error {
 // it, and any other name creates a new branch at HEAD.
 func (g *Git) Checkout(ctx context.Context, branch string) error {
 	if strings.TrimSpace(branch) == "" {
-		return errors.New("box: git checkout: branch is required")
+		return invalidf("box: git checkout: branch is required")
 	}
 	return none(g.b.c.api.GitCheckout(withIdempotent(ctx), g.b.id, gen.GitCheckoutRequest{Branch: branch, Folder: g.b.folder()}))
 }
@@ -179,7 +178,7 @@ type PullRequest struct {
 // been pushed, on the GitHub repository of origin.
 func (g *Git) CreatePR(ctx context.Context, params *PRParams) (PullRequest, error) {
 	if params == nil || strings.TrimSpace(params.Title) == "" {
-		return PullRequest{}, errors.New("box: git create PR: Title is required")
+		return PullRequest{}, invalidf("box: git create PR: Title is required")
 	}
 	r, err := call[gen.PullRequest](g.b.c.api.GitCreatePR(ctx, g.b.id, gen.CreatePullRequestRequest{
 		Title:  params.Title,
@@ -216,7 +215,7 @@ type Issue struct {
 // CreateIssue opens an issue on the GitHub repository of origin.
 func (g *Git) CreateIssue(ctx context.Context, params *IssueParams) (Issue, error) {
 	if params == nil || strings.TrimSpace(params.Title) == "" {
-		return Issue{}, errors.New("box: git create issue: Title is required")
+		return Issue{}, invalidf("box: git create issue: Title is required")
 	}
 	r, err := call[gen.Issue](g.b.c.api.GitCreateIssue(ctx, g.b.id, gen.CreateIssueRequest{
 		Title:  params.Title,
@@ -247,7 +246,7 @@ type GitConfig struct {
 // /v2/box/{id}/git-config; not tied to the working directory).
 func (g *Git) UpdateConfig(ctx context.Context, params *GitConfigParams) (GitConfig, error) {
 	if params == nil || (params.UserName == "" && params.UserEmail == "") {
-		return GitConfig{}, errors.New("box: git update config: UserName or UserEmail is required")
+		return GitConfig{}, invalidf("box: git update config: UserName or UserEmail is required")
 	}
 	r, err := call[gen.GitConfig](g.b.c.api.UpdateGitConfig(ctx, g.b.id, gen.GitConfig{
 		GitUserName:  nonEmpty(params.UserName),
@@ -273,7 +272,7 @@ type GitExecResult struct {
 // for example).
 func (g *Git) Exec(ctx context.Context, args ...string) (GitExecResult, error) {
 	if len(args) == 0 {
-		return GitExecResult{}, errors.New("box: git exec: args are required")
+		return GitExecResult{}, invalidf("box: git exec: args are required")
 	}
 	r, err := call[gen.GitExecResponse](g.b.c.api.GitExec(ctx, g.b.id, gen.GitExecRequest{Args: args, Folder: g.b.folder()}))
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -86,10 +85,10 @@ func (o CodexOptions) agentOptions() (map[string]any, Harness, error) {
 	case nil, bool:
 	case string:
 		if v != "live" {
-			return nil, "", fmt.Errorf("box: CodexOptions.WebSearch must be true, false or \"live\", not %q", v)
+			return nil, "", invalidf("box: CodexOptions.WebSearch must be true, false or \"live\", not %q", v)
 		}
 	default:
-		return nil, "", fmt.Errorf("box: CodexOptions.WebSearch must be true, false or \"live\", not %T", v)
+		return nil, "", invalidf("box: CodexOptions.WebSearch must be true, false or \"live\", not %T", v)
 	}
 	m, err := toMap(o)
 	return m, HarnessCodex, err
@@ -131,7 +130,7 @@ func oneOf(field, v string, allowed ...string) error {
 	if v == "" || slices.Contains(allowed, v) {
 		return nil
 	}
-	return fmt.Errorf("box: %s must be one of %s, not %q", field, strings.Join(allowed, ", "), v)
+	return invalidf("box: %s must be one of %s, not %q", field, strings.Join(allowed, ", "), v)
 }
 
 func toMap(v any) (map[string]any, error) {
@@ -189,7 +188,7 @@ func (b *Box) hasAgent() bool {
 // an agent it configures one, with the harness the model implies.
 func (b *Box) ConfigureModel(ctx context.Context, model Model) error {
 	if model == "" {
-		return errors.New("box: model is required")
+		return invalidf("box: model is required")
 	}
 	if err := none(b.c.api.ConfigureModel(withIdempotent(ctx), b.id, gen.ModelConfigRequest{Model: string(model)})); err != nil {
 		return err
@@ -207,10 +206,10 @@ func (b *Box) ConfigureModel(ctx context.Context, model Model) error {
 // Other boxes refuse it before any request.
 func (b *Box) ConfigureCustomHarness(ctx context.Context, h CustomHarness) error {
 	if b.Info().Harness != HarnessCustom {
-		return errors.New("box: a custom harness can only be configured on a box whose harness is custom")
+		return invalidf("box: a custom harness can only be configured on a box whose harness is custom")
 	}
 	if h.Command == "" {
-		return errors.New("box: CustomHarness.Command is required")
+		return invalidf("box: CustomHarness.Command is required")
 	}
 	return none(b.c.api.ConfigureCustomRunner(withIdempotent(ctx), b.id, gen.CustomRunnerRequest{CustomRunner: *h.wire()}))
 }

@@ -32,7 +32,7 @@ func (b *Box) SetInitCommand(ctx context.Context, command string) error {
 		return ErrNotKeepAlive
 	}
 	if command == "" {
-		return errors.New("box: init command is required")
+		return invalidf("box: init command is required")
 	}
 	return none(b.c.api.SetInitCommand(withIdempotent(ctx), b.id, gen.InitCommand{InitCommand: command}))
 }

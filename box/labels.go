@@ -2,8 +2,6 @@ package box
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"regexp"
 	"strings"
 
@@ -30,7 +28,7 @@ func (l *Labels) Add(ctx context.Context, label string) ([]string, error) {
 // Remove removes a label and returns the box's labels.
 func (l *Labels) Remove(ctx context.Context, label string) ([]string, error) {
 	if label == "" {
-		return nil, errors.New("box: label is required")
+		return nil, invalidf("box: label is required")
 	}
 	// The generated client escapes the label (env:prod → env%3Aprod).
 	r, err := call[gen.LabelsResponse](l.b.c.api.RemoveLabel(ctx, l.b.id, label))
@@ -66,7 +64,7 @@ var skillRE = regexp.MustCompile(`^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+/[A-Za-z0-9._-
 
 func checkSkill(id string) error {
 	if !skillRE.MatchString(id) {
-		return fmt.Errorf("box: skill id %q must look like owner/repo/skill-name", id)
+		return invalidf("box: skill id %q must look like owner/repo/skill-name", id)
 	}
 	return nil
 }

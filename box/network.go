@@ -2,8 +2,6 @@ package box
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -16,29 +14,29 @@ func (p NetworkPolicy) validate() error {
 	switch p.Mode {
 	case NetworkAllowAll, NetworkDenyAll:
 		if lists > 0 {
-			return fmt.Errorf("box: AllowedDomains, AllowedCIDRs and DeniedCIDRs apply only to NetworkCustom, not %s", p.Mode)
+			return invalidf("box: AllowedDomains, AllowedCIDRs and DeniedCIDRs apply only to NetworkCustom, not %s", p.Mode)
 		}
 		return nil
 	case NetworkCustom:
 	case "":
-		return errors.New("box: NetworkPolicy.Mode is required")
+		return invalidf("box: NetworkPolicy.Mode is required")
 	default:
-		return fmt.Errorf("box: unknown network mode %q (want allow-all, deny-all or custom)", p.Mode)
+		return invalidf("box: unknown network mode %q (want allow-all, deny-all or custom)", p.Mode)
 	}
 	if lists == 0 {
-		return errors.New("box: a custom network policy needs AllowedDomains, AllowedCIDRs or DeniedCIDRs (NetworkDenyAll refuses everything)")
+		return invalidf("box: a custom network policy needs AllowedDomains, AllowedCIDRs or DeniedCIDRs (NetworkDenyAll refuses everything)")
 	}
 	for _, d := range p.AllowedDomains {
 		name := strings.TrimPrefix(strings.TrimSpace(d), "*.")
 		if name == "" || strings.ContainsAny(name, "/:*@ ") {
-			return fmt.Errorf("box: AllowedDomains: %q is not a host name or a *.domain pattern", d)
+			return invalidf("box: AllowedDomains: %q is not a host name or a *.domain pattern", d)
 		}
 	}
 	for _, list := range [][]string{p.AllowedCIDRs, p.DeniedCIDRs} {
 		for _, c := range list {
 			if _, err := netip.ParsePrefix(c); err != nil {
 				if _, err := netip.ParseAddr(c); err != nil {
-					return fmt.Errorf("box: %q is not a CIDR range such as 203.0.113.0/24 or an IP address", c)
+					return invalidf("box: %q is not a CIDR range such as 203.0.113.0/24 or an IP address", c)
 				}
 			}
 		}

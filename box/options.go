@@ -3,7 +3,6 @@ package box
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -118,19 +117,19 @@ func (cfg *clientConfig) validate() error {
 	}
 	cfg.baseURL = base
 	if cfg.maxRetries < 0 {
-		errs = append(errs, fmt.Errorf("box: max retries must not be negative, got %d", cfg.maxRetries))
+		errs = append(errs, invalidf("box: max retries must not be negative, got %d", cfg.maxRetries))
 	}
 	if cfg.requestTimeout < 0 {
-		errs = append(errs, fmt.Errorf("box: request timeout must not be negative, got %v", cfg.requestTimeout))
+		errs = append(errs, invalidf("box: request timeout must not be negative, got %v", cfg.requestTimeout))
 	}
 	for k, vs := range cfg.header {
 		if !validHeaderName(k) {
-			errs = append(errs, fmt.Errorf("box: invalid header name %q", k))
+			errs = append(errs, invalidf("box: invalid header name %q", k))
 			continue
 		}
 		for _, v := range vs {
 			if !validHeaderValue(v) {
-				errs = append(errs, fmt.Errorf("box: invalid value for header %q", k))
+				errs = append(errs, invalidf("box: invalid value for header %q", k))
 			}
 		}
 	}
@@ -147,16 +146,16 @@ func normalizeBaseURL(s string) (string, error) {
 	s = strings.TrimSuffix(s, "/")
 	u, err := url.Parse(s)
 	if err != nil {
-		return s, fmt.Errorf("box: invalid base URL %q: %w", s, err)
+		return s, invalidf("box: invalid base URL %q: %w", s, err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return s, fmt.Errorf("box: invalid base URL %q: scheme must be http or https", s)
+		return s, invalidf("box: invalid base URL %q: scheme must be http or https", s)
 	}
 	if u.Host == "" {
-		return s, fmt.Errorf("box: invalid base URL %q: missing host", s)
+		return s, invalidf("box: invalid base URL %q: missing host", s)
 	}
 	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
-		return s, fmt.Errorf("box: invalid base URL %q: must not have a query or fragment", s)
+		return s, invalidf("box: invalid base URL %q: must not have a query or fragment", s)
 	}
 	return s, nil
 }

@@ -3,7 +3,6 @@ package box
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/upstash/box-go/gen"
 )
@@ -39,7 +38,7 @@ var ErrAuthConflict = errors.New("box: a public URL takes BearerToken or BasicAu
 
 func checkPort(port int) error {
 	if port < 1 || port > 65535 {
-		return fmt.Errorf("box: port must be between 1 and 65535, got %d", port)
+		return invalidf("box: port must be between 1 and 65535, got %d", port)
 	}
 	return nil
 }

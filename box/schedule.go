@@ -180,10 +180,10 @@ type ScheduleUpdate struct {
 // exec) and returns it.
 func (s *Schedule) Exec(ctx context.Context, p *ExecScheduleParams) (*ScheduleInfo, error) {
 	if p == nil || strings.TrimSpace(p.Cron) == "" {
-		return nil, errors.New("box: Cron is required")
+		return nil, invalidf("box: Cron is required")
 	}
 	if len(p.Command) == 0 || p.Command[0] == "" {
-		return nil, errors.New("box: Command is required")
+		return nil, invalidf("box: Command is required")
 	}
 	return s.create(ctx, gen.CreateScheduleRequest{
 		Type: gen.ScheduleTypeExec, Cron: p.Cron, Command: p.Command, Folder: join(s.b.Cwd(), p.Folder),
@@ -199,13 +199,13 @@ func (s *Schedule) Agent(ctx context.Context, p *AgentScheduleParams) (*Schedule
 		return nil, ErrNoAgent
 	}
 	if p == nil || strings.TrimSpace(p.Cron) == "" {
-		return nil, errors.New("box: Cron is required")
+		return nil, invalidf("box: Cron is required")
 	}
 	if strings.TrimSpace(p.Prompt) == "" {
-		return nil, errors.New("box: Prompt is required")
+		return nil, invalidf("box: Prompt is required")
 	}
 	if p.Timeout < 0 {
-		return nil, errors.New("box: Timeout must not be negative")
+		return nil, invalidf("box: Timeout must not be negative")
 	}
 	body := gen.CreateScheduleRequest{
 		Type: gen.ScheduleTypePrompt, Cron: p.Cron, Prompt: &p.Prompt, Folder: join(s.b.Cwd(), p.Folder),
@@ -241,7 +241,7 @@ func (s *Schedule) options(o HarnessOptions) (map[string]any, error) {
 		return nil, err
 	}
 	if h := s.b.Info().Harness; harness != "" && h != "" && h != harness {
-		return nil, fmt.Errorf("box: %T are for the %s harness; this box runs %s", o, harness, h)
+		return nil, invalidf("box: %T are for the %s harness; this box runs %s", o, harness, h)
 	}
 	return opts, nil
 }
@@ -291,24 +291,24 @@ func (s *Schedule) Update(ctx context.Context, id string, u *ScheduleUpdate) (*S
 		return nil, err
 	}
 	if u == nil {
-		return nil, errors.New("box: ScheduleUpdate is required")
+		return nil, invalidf("box: ScheduleUpdate is required")
 	}
 	var body gen.UpdateScheduleRequest
 	if v, ok := u.Cron.Get(); ok {
 		if strings.TrimSpace(v) == "" {
-			return nil, errors.New("box: Cron cannot be cleared")
+			return nil, invalidf("box: Cron cannot be cleared")
 		}
 		body.Cron = &v
 	}
 	if v, ok := u.Command.Get(); ok {
 		if len(v) == 0 || v[0] == "" {
-			return nil, errors.New("box: Command cannot be cleared: an exec schedule needs a command")
+			return nil, invalidf("box: Command cannot be cleared: an exec schedule needs a command")
 		}
 		body.Command = &v
 	}
 	if v, ok := u.Prompt.Get(); ok {
 		if strings.TrimSpace(v) == "" {
-			return nil, errors.New("box: Prompt cannot be cleared: a prompt schedule needs a prompt")
+			return nil, invalidf("box: Prompt cannot be cleared: a prompt schedule needs a prompt")
 		}
 		body.Prompt = &v
 	}
@@ -336,7 +336,7 @@ func (s *Schedule) Update(ctx context.Context, id string, u *ScheduleUpdate) (*S
 	}
 	if v, ok := u.Timeout.Get(); ok {
 		if v < 0 {
-			return nil, errors.New("box: Timeout must not be negative")
+			return nil, invalidf("box: Timeout must not be negative")
 		}
 		ms := millis(v)
 		body.Timeout = &ms

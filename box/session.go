@@ -52,10 +52,10 @@ type SessionParams struct {
 // box); a process that cannot start is a *session.ServerError.
 func (e *Exec) Session(ctx context.Context, params *SessionParams) (*session.Session, error) {
 	if params == nil || (len(params.Argv) == 0 && params.Cmd == "") {
-		return nil, errors.New("box: session requires Cmd or Argv")
+		return nil, invalidf("box: session requires Cmd or Argv")
 	}
 	if e.b.id == "" {
-		return nil, errors.New("box: box id is empty")
+		return nil, invalidf("box: box id is empty")
 	}
 	cwd := e.b.Cwd()
 	if params.Cwd != "" {

@@ -60,7 +60,7 @@ func snapshotFrom(s *gen.Snapshot) Snapshot {
 // A snapshot that fails gives ErrSnapshotFailed.
 func (b *Box) Snapshot(ctx context.Context, name string) (*Snapshot, error) {
 	if strings.TrimSpace(name) == "" {
-		return nil, errors.New("box: snapshot name is required")
+		return nil, invalidf("box: snapshot name is required")
 	}
 	s, err := call[gen.Snapshot](b.c.api.CreateSnapshot(ctx, b.id, gen.CreateSnapshotRequest{Name: name}))
 	if err != nil {
@@ -180,11 +180,11 @@ func fromSnapshotRequest(r gen.CreateBoxRequest, snapshotID string) (gen.CreateB
 // it is never read as "all snapshots" (see [Client.DeleteAllSnapshots]).
 func (c *Client) DeleteSnapshots(ctx context.Context, ids ...string) (int, error) {
 	if len(ids) == 0 {
-		return 0, errors.New("box: DeleteSnapshots needs at least one snapshot id")
+		return 0, invalidf("box: DeleteSnapshots needs at least one snapshot id")
 	}
 	for _, id := range ids {
 		if strings.TrimSpace(id) == "" {
-			return 0, errors.New("box: DeleteSnapshots: blank snapshot id")
+			return 0, invalidf("box: DeleteSnapshots: blank snapshot id")
 		}
 	}
 	r, err := call[gen.DeleteSnapshotsResponse](c.api.DeleteSnapshots(ctx, nil, gen.DeleteSnapshotsRequest{IDs: &ids}))

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -49,7 +48,7 @@ func schemaFor(t reflect.Type) (map[string]any, *jsonschema.Resolved, error) {
 	}
 	rs, err := s.Resolve(nil)
 	if err != nil {
-		return nil, nil, fmt.Errorf("box: invalid JSON schema: %w", err)
+		return nil, nil, invalidf("box: invalid JSON schema: %w", err)
 	}
 	m, err := schemaMap(s)
 	return m, rs, err
@@ -174,7 +173,7 @@ func RunAs[T any](ctx context.Context, a *Agent, p *AgentParams) (T, *Run, error
 		return zero, nil, err
 	}
 	if p.Webhook != nil {
-		return zero, nil, errors.New("box: RunAs does not take a Webhook")
+		return zero, nil, invalidf("box: RunAs does not take a Webhook")
 	}
 	schema, rs, err := schemaFor(reflect.TypeFor[T]())
 	if err != nil {
@@ -198,19 +197,19 @@ func (a *Agent) RunJSON(ctx context.Context, p *AgentParams, schema map[string]a
 		return nil, nil, err
 	}
 	if p.Webhook != nil {
-		return nil, nil, errors.New("box: RunJSON does not take a Webhook")
+		return nil, nil, invalidf("box: RunJSON does not take a Webhook")
 	}
 	raw, err := json.Marshal(schema)
 	if err != nil {
-		return nil, nil, fmt.Errorf("box: schema: %w", err)
+		return nil, nil, invalidf("box: schema: %w", err)
 	}
 	var s jsonschema.Schema
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, nil, fmt.Errorf("box: schema: %w", err)
+		return nil, nil, invalidf("box: schema: %w", err)
 	}
 	rs, err := s.Resolve(nil)
 	if err != nil {
-		return nil, nil, fmt.Errorf("box: invalid JSON schema: %w", err)
+		return nil, nil, invalidf("box: invalid JSON schema: %w", err)
 	}
 	var out map[string]any
 	run, _, err := a.runWithRetries(ctx, p, schema, func(text string) error {
