@@ -1,6 +1,7 @@
 package box
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,7 +54,20 @@ type Error struct {
 	// "/v2/box/abc/exec". Path is escaped and never includes the query.
 	Method string
 	Path   string
+	// Body is the start of the response body, at most MaxErrorBody
+	// bytes, for a body that says more than Message.
+	Body []byte
+	// RequestID is the request id the server sent back (X-Request-Id
+	// and the like), if any: quote it when reporting a problem.
+	RequestID string
 }
+
+// MaxErrorBody is how much of an error response's body Error.Body keeps.
+const MaxErrorBody = 64 << 10
+
+// requestIDHeaders are the headers a request id may come in, in the
+// order they are looked for.
+var requestIDHeaders = []string{"X-Request-Id", "Request-Id", "Upstash-Request-Id", "X-Amzn-Requestid", "X-Correlation-Id"}
 
 // Error returns e.g. "box: POST /v2/box/abc/exec: 404 box not found".
 func (e *Error) Error() string {
@@ -72,7 +86,7 @@ func (e *Error) Error() string {
 }
 
 // newAPIError turns a non-2xx response into an *Error. It reads at most
-// 1 MiB of the body, then closes it. The message is the body's "error"
+// 1 MiB of the body, keeps the first MaxErrorBody bytes, then closes it. The message is the body's "error"
 // field when that is a non-empty string, else "Request failed with status
 // <code>" (also for bodies that are not JSON or are too large to parse).
 func newAPIError(resp *http.Response) *Error {
@@ -89,9 +103,18 @@ func newAPIError(resp *http.Response) *Error {
 	if ra, ok := parseRetryAfter(resp.Header, time.Now()); ok {
 		e.RetryAfter = ra
 	}
+	for _, h := range requestIDHeaders {
+		if v := resp.Header.Get(h); v != "" {
+			e.RequestID = v
+			break
+		}
+	}
 	if resp.Body != nil {
 		data, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody+1))
 		resp.Body.Close()
+		if len(data) > 0 {
+			e.Body = bytes.Clone(data[:min(len(data), MaxErrorBody)])
+		}
 		if err == nil && len(data) <= maxErrorBody {
 			var body struct {
 				Error json.RawMessage `json:"error"`

@@ -72,6 +72,11 @@ func TestNewAPIError(t *testing.T) {
 			body: `{"error":"rate limited"}`,
 			want: Error{StatusCode: 429, Message: "rate limited"},
 		},
+		{
+			name: "request id", status: 502, header: map[string]string{"X-Request-Id": "req-7f3a"},
+			body: "<html>bad gateway</html>",
+			want: Error{StatusCode: 502, Message: "Request failed with status 502", RequestID: "req-7f3a"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,6 +104,9 @@ func TestNewAPIError(t *testing.T) {
 			}
 			want := tt.want
 			want.Method, want.Path = "POST", "/v2/box/b1/exec"
+			if tt.body != "" {
+				want.Body = []byte(tt.body[:min(len(tt.body), MaxErrorBody)])
+			}
 			if diff := cmp.Diff(want, *got); diff != "" {
 				t.Errorf("Error (-want +got):\n%s", diff)
 			}
