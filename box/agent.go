@@ -272,10 +272,12 @@ func (s *RunStream[T]) end(err error) {
 	s.cancel()
 }
 
-// agentState is what an agent stream accumulates for its Run.
+// agentState is what an agent stream accumulates for its Run: the final
+// output, and the text deltas' last StreamResultTail bytes, for a run
+// that ends without one.
 type agentState struct {
 	mu     sync.Mutex
-	text   strings.Builder
+	text   *tail
 	output *string
 }
 
@@ -284,6 +286,9 @@ func (st *agentState) result() string {
 	defer st.mu.Unlock()
 	if st.output != nil && *st.output != "" {
 		return strings.TrimSpace(*st.output)
+	}
+	if st.text == nil {
+		return ""
 	}
 	return strings.TrimSpace(st.text.String())
 }
@@ -297,7 +302,10 @@ func (st *agentState) observe(run *Run, c Chunk, p *AgentParams) {
 			run.ID = c.RunID
 		}
 	case *TextDeltaChunk:
-		st.text.WriteString(c.Text)
+		if st.text == nil {
+			st.text = newTail(StreamResultTail)
+		}
+		st.text.Write([]byte(c.Text))
 	case *FinishChunk:
 		out := c.Output
 		st.output = &out

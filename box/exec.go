@@ -221,7 +221,9 @@ func (r *Run) Logs(ctx context.Context) ([]RunLog, error) {
 type ExecChunk interface{ isExecChunk() }
 
 // OutputChunk is output of the command, stdout and stderr interleaved as
-// the server sends them. Chunk boundaries are arbitrary.
+// the server sends them. Chunk boundaries are arbitrary. A stream hands
+// out one OutputChunk, whose Data is valid until its next call to Next
+// (the next turn of an All loop): copy Data to keep it.
 type OutputChunk struct{ Data []byte }
 
 // ExitChunk ends a stream: the command exited.
@@ -233,12 +235,25 @@ type ExitChunk struct {
 func (*OutputChunk) isExecChunk() {}
 func (*ExitChunk) isExecChunk()   {}
 
-// ExecStream is a streaming command or snippet.
-type ExecStream = RunStream[ExecChunk]
+// StreamResultTail is how much of a streamed command's output its Run's
+// Result keeps: the last 64 KiB. A stream hands every byte to its reader
+// as it comes and keeps nothing else, so memory stays the same at any
+// output size.
+const StreamResultTail = 64 << 10
+
+// ExecStream is a streaming command or snippet. Read it chunk by chunk
+// (Next, Current, All), or as an io.Reader of its output: io.Copy(dst, s)
+// copies the output (stdout and stderr, as they were written) until the
+// command exits, without copying it in between (ExecStream is an
+// io.WriterTo). The command's exit code is then in Run().ExitCode.
+type ExecStream struct {
+	*RunStream[ExecChunk]
+	pending []byte // output of the current chunk not yet read by Read
+}
 
 // Stream runs command with `sh -c` and streams its output as it is
 // produced. The Run ends RunCompleted or RunFailed by exit code; its
-// Result is the whole output.
+// Result is the last StreamResultTail bytes of the output.
 func (e *Exec) Stream(ctx context.Context, command string) (*ExecStream, error) {
 	if command == "" {
 		return nil, invalidf("box: command is required")
@@ -279,17 +294,20 @@ func (e *Exec) stream(ctx context.Context, typ RunType, suffix string, body []by
 	run := newRun(e.b, typ)
 	dec := stream.NewExecDecoder(resp.Body)
 	var mu sync.Mutex
-	var out bytes.Buffer
+	tail := newTail(StreamResultTail)
 	var exit *ExitChunk
+	// One chunk value, reused: its Data is valid until the next call to
+	// Next, as the decoder's buffer is.
+	out := &OutputChunk{}
 	next := func() (ExecChunk, bool, error) {
 		for dec.Next() {
 			c := dec.Chunk()
 			if len(c.Output) > 0 {
-				data := append([]byte(nil), c.Output...)
 				mu.Lock()
-				out.Write(data)
+				tail.Write(c.Output)
 				mu.Unlock()
-				return &OutputChunk{Data: data}, false, nil
+				out.Data = c.Output
+				return out, false, nil
 			}
 			if c.Exit != nil {
 				mu.Lock()
@@ -308,9 +326,79 @@ func (e *Exec) stream(ctx context.Context, typ RunType, suffix string, body []by
 		}
 		return nil, false, io.EOF
 	}
-	return &ExecStream{
+	return &ExecStream{RunStream: &RunStream[ExecChunk]{
 		s: stream.NewStream(next, resp.Body.Close), run: run, cancel: cancel,
-		result: func() string { mu.Lock(); defer mu.Unlock(); return out.String() },
+		result: func() string { mu.Lock(); defer mu.Unlock(); return tail.String() },
 		ok:     func() bool { mu.Lock(); defer mu.Unlock(); return exit == nil || exit.ExitCode == 0 },
-	}, nil
+	}}, nil
+}
+
+// Read reads the command's output. It returns io.EOF once the command has
+// exited (its exit code is in Run().ExitCode), or the error that ended
+// the stream.
+func (s *ExecStream) Read(p []byte) (int, error) {
+	for len(s.pending) == 0 {
+		if !s.Next() {
+			if err := s.Err(); err != nil {
+				return 0, err
+			}
+			return 0, io.EOF
+		}
+		if c, ok := s.Current().(*OutputChunk); ok {
+			s.pending = c.Data
+		}
+	}
+	n := copy(p, s.pending)
+	s.pending = s.pending[n:]
+	return n, nil
+}
+
+// WriteTo writes the command's output to w as it comes, until the command
+// exits, and returns the number of bytes written.
+func (s *ExecStream) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	if len(s.pending) > 0 {
+		m, err := w.Write(s.pending)
+		n += int64(m)
+		s.pending = nil
+		if err != nil {
+			return n, err
+		}
+	}
+	for s.Next() {
+		if c, ok := s.Current().(*OutputChunk); ok {
+			m, err := w.Write(c.Data)
+			n += int64(m)
+			if err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, s.Err()
+}
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	max int
+	buf []byte
+}
+
+func newTail(max int) *tail { return &tail{max: max} }
+
+func (t *tail) Write(p []byte) {
+	if len(p) >= t.max {
+		t.buf = append(t.buf[:0], p[len(p)-t.max:]...)
+		return
+	}
+	if len(t.buf)+len(p) > 2*t.max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-(t.max-len(p)):]...)
+	}
+	t.buf = append(t.buf, p...)
+}
+
+func (t *tail) String() string {
+	if len(t.buf) > t.max {
+		return string(t.buf[len(t.buf)-t.max:])
+	}
+	return string(t.buf)
 }

@@ -1,7 +1,10 @@
 package box_test
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -140,5 +143,52 @@ func TestStreamCodeAndDetach(t *testing.T) {
 		if errors.As(s.Err(), &runErr) || s.Run().Status != box.RunFailed || !strings.Contains(s.Run().Result, "TypeScript") {
 			t.Errorf("ts compile error stream: %v, %+v", s.Err(), s.Run())
 		}
+	}
+}
+
+// TestExecStreamAsReader reads a stream as an io.Reader (io.Copy goes
+// through WriteTo) and in small reads, checks every byte, and that the
+// Run keeps only the output's last StreamResultTail bytes.
+func TestExecStreamAsReader(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t)
+	b := newBox(t, srv, nil)
+	ctx := t.Context()
+	var want strings.Builder
+	for i := 1; i <= 300000; i++ {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	s, err := b.Exec.Stream(ctx, "seq 1 300000; exit 3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	n, err := io.Copy(&got, s)
+	if err != nil || n != int64(want.Len()) || got.String() != want.String() {
+		t.Fatalf("io.Copy = %d, %v; want %d bytes, equal: %v", n, err, want.Len(), got.String() == want.String())
+	}
+	r := s.Run()
+	if r.ExitCode != 3 || r.Status != box.RunFailed || r.Result != want.String()[want.Len()-box.StreamResultTail:] {
+		t.Errorf("run: exit %d, status %s, result of %d bytes", r.ExitCode, r.Status, len(r.Result))
+	}
+
+	s, err = b.Exec.Stream(ctx, "seq 1 300000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Reset()
+	buf := make([]byte, 7)
+	for {
+		n, err := s.Read(buf)
+		got.Write(buf[:n])
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got.String() != want.String() || s.Run().ExitCode != 0 {
+		t.Errorf("small reads: %d bytes, exit %d", got.Len(), s.Run().ExitCode)
 	}
 }
