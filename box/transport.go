@@ -127,6 +127,7 @@ func (t *transport) Do(req *http.Request) (*http.Response, error) {
 // request does not set them itself.
 func (t *transport) prepare(ctx context.Context, req *http.Request, attempt int) (*http.Request, error) {
 	r := req.Clone(ctx)
+	officialEncoding(r.URL)
 	if attempt > 0 && req.GetBody != nil {
 		body, err := req.GetBody()
 		if err != nil {
@@ -143,6 +144,60 @@ func (t *transport) prepare(ctx context.Context, req *http.Request, attempt int)
 		}
 	}
 	return r, nil
+}
+
+// officialEncoding re-encodes u's path segments and query values as the
+// official SDKs send them, with JavaScript's encodeURIComponent: a space
+// is %20 (not +) in a query, and ':' and '@' are escaped in a path
+// segment. The meaning is unchanged; only the spelling is the official
+// one, the only one the cloud has been seen to receive.
+func officialEncoding(u *url.URL) {
+	segs := strings.Split(u.EscapedPath(), "/")
+	for i, seg := range segs {
+		if d, err := url.PathUnescape(seg); err == nil {
+			segs[i] = encodeURIComponent(d)
+		}
+	}
+	raw := strings.Join(segs, "/")
+	if p, err := url.PathUnescape(raw); err == nil {
+		u.Path, u.RawPath = p, raw
+	}
+	if u.RawQuery == "" {
+		return
+	}
+	pairs := strings.Split(u.RawQuery, "&")
+	for i, kv := range pairs {
+		k, v, hasV := strings.Cut(kv, "=")
+		dk, err1 := url.QueryUnescape(k)
+		dv, err2 := url.QueryUnescape(v)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		pairs[i] = encodeURIComponent(dk)
+		if hasV {
+			pairs[i] += "=" + encodeURIComponent(dv)
+		}
+	}
+	u.RawQuery = strings.Join(pairs, "&")
+}
+
+// encodeURIComponent escapes s as JavaScript's encodeURIComponent does:
+// every byte but ASCII letters, digits and -_.!~*'() as %XX of its UTF-8.
+func encodeURIComponent(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || strings.IndexByte("-_.!~*'()", c) >= 0 {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
 }
 
 // roundTrip sends one attempt. The request timeout covers only the wait for

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/upstash/box-go/gen"
 )
 
 const testAPIKey = "abx_test_0123456789_do_not_log"
@@ -909,5 +911,60 @@ func TestDoerMatchesGeneratedClientInterface(t *testing.T) {
 	} = c.doer()
 	if c.doer() == nil {
 		t.Fatal("doer() is nil")
+	}
+}
+
+// TestOfficialURLEncoding checks the request line as the server receives
+// it: path parameters and query values are spelled as the official SDKs'
+// encodeURIComponent spells them.
+func TestOfficialURLEncoding(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var lines []string
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		lines = append(lines, r.Method+" "+r.RequestURI)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"content":"","labels":[],"message":"ok"}`)
+	}))
+	defer ts.Close()
+	c, err := NewClient(WithAPIKey("k"), WithBaseURL(ts.URL), WithTelemetry(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := c.newBox(&gen.BoxData{ID: "box-1", Status: gen.BoxStatusIdle})
+	ctx := t.Context()
+	const odd = "sp ace+a&b=c%d:e@f#g?h/é"
+	_, _ = b.Files.ReadText(ctx, "/"+odd)
+	_, _ = b.Labels.Remove(ctx, "env:prod")
+	_ = c.SetEnv(ctx, "A:B @é/+", "v")
+	_, _ = b.Files.List(ctx, "/dir with space")
+	want := []string{
+		"GET /v2/box/box-1/files/read?path=%2Fsp%20ace%2Ba%26b%3Dc%25d%3Ae%40f%23g%3Fh%2F%C3%A9",
+		"DELETE /v2/box/box-1/config/labels/env%3Aprod",
+		"PUT /v2/box/settings/env/A%3AB%20%40%C3%A9%2F%2B",
+		"GET /v2/box/box-1/files/list?folder=%2Fdir%20with%20space",
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(want, lines); diff != "" {
+		t.Errorf("request lines (-want +got):\n%s", diff)
+	}
+}
+
+func TestEncodeURIComponent(t *testing.T) {
+	t.Parallel()
+	// What JavaScript's encodeURIComponent gives for each.
+	for in, want := range map[string]string{
+		"abcXYZ019":            "abcXYZ019",
+		"-_.!~*'()":            "-_.!~*'()",
+		" +&=%:@#?/":           "%20%2B%26%3D%25%3A%40%23%3F%2F",
+		"é✓":                   "%C3%A9%E2%9C%93",
+		"[a]{b}|c\\d^e`f\"g<>": "%5Ba%5D%7Bb%7D%7Cc%5Cd%5Ee%60f%22g%3C%3E",
+	} {
+		if got := encodeURIComponent(in); got != want {
+			t.Errorf("encodeURIComponent(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
