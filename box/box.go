@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"iter"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/upstash/box-go/gen"
@@ -22,10 +24,7 @@ type Box struct {
 	c  *Client
 	id string
 	wd *cwd
-
-	mu       sync.RWMutex
-	info     Info
-	gitToken string
+	st *boxState // shared by the handles of one box (see At)
 
 	// Exec runs commands and code snippets.
 	Exec *Exec
@@ -46,8 +45,20 @@ type Box struct {
 	Browser *Browser
 }
 
+// boxState is what the handles of one box share.
+type boxState struct {
+	mu       sync.RWMutex
+	info     Info
+	gitToken string
+}
+
 func (c *Client) newBox(d *gen.BoxData) *Box {
-	b := &Box{c: c, id: d.ID, wd: newCwd(), info: infoFrom(d)}
+	return c.handle(d.ID, &boxState{info: infoFrom(d)}, newCwd())
+}
+
+// handle returns a Box for box id with state st and working directory wd.
+func (c *Client) handle(id string, st *boxState, wd *cwd) *Box {
+	b := &Box{c: c, id: id, wd: wd, st: st}
 	b.Exec = &Exec{b: b}
 	b.Files = &Files{b: b}
 	b.Agent = &Agent{b: b}
@@ -65,9 +76,9 @@ func (b *Box) ID() string { return b.id }
 // Info returns what the API last reported about the box (at creation, at
 // Get, or at the last [Box.Refresh]). It makes no request.
 func (b *Box) Info() Info {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	return b.info
+	b.st.mu.RLock()
+	defer b.st.mu.RUnlock()
+	return b.st.info
 }
 
 // Refresh fetches the box's current data and returns it.
@@ -77,9 +88,9 @@ func (b *Box) Refresh(ctx context.Context) (Info, error) {
 		return Info{}, err
 	}
 	in := infoFrom(d)
-	b.mu.Lock()
-	b.info = in
-	b.mu.Unlock()
+	b.st.mu.Lock()
+	b.st.info = in
+	b.st.mu.Unlock()
 	return in, nil
 }
 
@@ -88,21 +99,40 @@ func (b *Box) Refresh(ctx context.Context) (Info, error) {
 func (b *Box) Cwd() string { return b.wd.get() }
 
 // Cd changes the tracked working directory. A relative path is resolved
-// against the current one; the result is normalised. Cd checks that the
-// directory exists in the box (with `ls`) and leaves the working directory
-// unchanged if it does not, returning an *fs.PathError that matches
-// fs.ErrNotExist. Nothing changes inside the box.
+// against the current one; the result is normalised. Cd checks that it is
+// a directory in the box, and leaves the working directory unchanged if
+// it is not, returning an *fs.PathError: it matches fs.ErrNotExist when
+// nothing is there, and its Err is syscall.ENOTDIR for something else
+// than a directory. Nothing changes inside the box.
+//
+// The working directory belongs to this handle, and every goroutine that
+// uses it sees the change: give a goroutine a handle of its own with At.
 func (b *Box) Cd(ctx context.Context, path string) error {
 	target := join(b.wd.get(), path)
-	res, err := call[gen.ExecResult](b.c.api.ExecCommand(withIdempotent(ctx), b.id, gen.ExecRequest{Command: []string{"ls", target}}))
+	fi, err := b.Files.Stat(ctx, target, &StatParams{Follow: true})
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return &fs.PathError{Op: "cd", Path: path, Err: fs.ErrNotExist}
+		}
 		return err
 	}
-	if res.ExitCode != 0 {
-		return &fs.PathError{Op: "cd", Path: path, Err: fs.ErrNotExist}
+	if fi.Type != FileTypeDirectory {
+		return &fs.PathError{Op: "cd", Path: path, Err: syscall.ENOTDIR}
 	}
 	b.wd.set(target)
 	return nil
+}
+
+// At returns a handle to the same box whose working directory is dir,
+// resolved against b's; b's own does not change. The two handles share
+// the client, its connections and what they know of the box, and each can
+// be moved with Cd on its own: give each goroutine that needs a working
+// directory of its own a handle from At. At makes no request, so it does
+// not check that dir exists (Cd does).
+func (b *Box) At(dir string) *Box {
+	wd := newCwd()
+	wd.set(join(b.wd.get(), dir))
+	return b.c.handle(b.id, b.st, wd)
 }
 
 // folder is the `folder` value for the current working directory, nil at
@@ -174,6 +204,50 @@ func (b *Box) Logs(ctx context.Context, params *LogsParams) ([]LogEntry, error) 
 		out[i] = LogEntry{Timestamp: unixTime(e.Timestamp), Level: string(e.Level), Source: string(e.Source), Message: e.Message}
 	}
 	return out, nil
+}
+
+// logsPage is how many log entries AllLogs asks for at a time.
+const logsPage = 500
+
+// AllLogs ranges over the box's log entries, oldest first, fetching them
+// a page at a time as the loop goes on; a failure is yielded last as
+// (zero, err).
+func (b *Box) AllLogs(ctx context.Context) iter.Seq2[LogEntry, error] {
+	return func(yield func(LogEntry, error) bool) {
+		for offset := 0; ; {
+			page, err := b.Logs(ctx, &LogsParams{Offset: offset, Limit: logsPage})
+			if err != nil {
+				yield(LogEntry{}, err)
+				return
+			}
+			for _, e := range page {
+				if !yield(e, nil) {
+					return
+				}
+			}
+			if len(page) < logsPage {
+				return
+			}
+			offset += len(page)
+		}
+	}
+}
+
+// AllRuns ranges over the box's run records, newest first; a failure is
+// yielded last as (zero, err). The API returns them in one answer.
+func (b *Box) AllRuns(ctx context.Context) iter.Seq2[RunRecord, error] {
+	return func(yield func(RunRecord, error) bool) {
+		runs, err := b.Runs(ctx)
+		if err != nil {
+			yield(RunRecord{}, err)
+			return
+		}
+		for _, r := range runs {
+			if !yield(r, nil) {
+				return
+			}
+		}
+	}
 }
 
 // RunRecord is the server's record of a run: an agent run, or a shell run

@@ -260,7 +260,7 @@ func (c *Client) ready(ctx context.Context, d *gen.BoxData, params *CreateParams
 	}
 	b := c.newBox(d)
 	if params != nil && params.Git != nil {
-		b.gitToken = params.Git.Token
+		b.st.gitToken = params.Git.Token
 	}
 	return b, nil
 }
@@ -314,15 +314,15 @@ func (c *Client) Get(ctx context.Context, idOrName string, params *GetParams) (*
 	}
 	b := c.newBox(d)
 	if params != nil {
-		b.gitToken = params.GitToken
+		b.st.gitToken = params.GitToken
 	}
 	return b, nil
 }
 
 // GetByName returns the box with the given name. The API resolves ids and
 // names through the same call, so this is Get under a clearer name.
-func (c *Client) GetByName(ctx context.Context, name string) (*Box, error) {
-	return c.Get(ctx, name, nil)
+func (c *Client) GetByName(ctx context.Context, name string, params *GetParams) (*Box, error) {
+	return c.Get(ctx, name, params)
 }
 
 // ListParams filters List.

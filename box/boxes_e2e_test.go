@@ -63,7 +63,7 @@ func TestBoxLifecycle(t *testing.T) {
 			t.Fatalf("Get(%q) = %v, %v", idOrName, g, err)
 		}
 	}
-	if g, err := c.GetByName(ctx, "life"); err != nil || g.ID() != b.ID() {
+	if g, err := c.GetByName(ctx, "life", nil); err != nil || g.ID() != b.ID() {
 		t.Fatalf("GetByName = %v, %v", g, err)
 	}
 	other := newBox(t, srv, nil)
@@ -298,7 +298,7 @@ func TestRestartKeepsBoxes(t *testing.T) {
 		}
 	})
 	srv := boxtest.NewServer(t, boxtest.WithDataDir(dir))
-	b, err := srv.Client().GetByName(ctx, "persist")
+	b, err := srv.Client().GetByName(ctx, "persist", nil)
 	if err != nil || b.ID() != id {
 		t.Fatalf("after restart: %v, %v", b, err)
 	}

@@ -7,11 +7,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/upstash/box-go/gen"
 )
 
 // pollServer answers create with "creating" and then serves the statuses
@@ -86,7 +89,7 @@ func TestCreatePollsWhileCreating(t *testing.T) {
 	if diff := cmp.Diff(want, (*bodies)[0]); diff != "" {
 		t.Errorf("create body (-want +got):\n%s", diff)
 	}
-	if b.gitToken != "ghp_secret" {
+	if b.st.gitToken != "ghp_secret" {
 		t.Error("git token not kept for clone and push")
 	}
 }
@@ -131,5 +134,51 @@ func TestCustomHarnessBody(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("body (-want +got):\n%s", diff)
+	}
+}
+
+// TestAllLogsPages iterates over more log entries than one page holds.
+func TestAllLogsPages(t *testing.T) {
+	t.Parallel()
+	const total = 1234
+	var pages atomic.Int32
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		pages.Add(1)
+		off, _ := strconv.Atoi(r.URL.Query().Get("offset"))
+		lim, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+		var logs []map[string]any
+		for i := off; i < min(off+lim, total); i++ {
+			logs = append(logs, map[string]any{"timestamp": 1, "level": "info", "source": "system", "message": strconv.Itoa(i)})
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"logs": logs})
+	}))
+	defer ts.Close()
+	c := pollClient(t, ts.URL)
+	b := c.newBox(&gen.BoxData{ID: "box-1", Status: gen.BoxStatusIdle})
+	i := 0
+	for e, err := range b.AllLogs(t.Context()) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Message != strconv.Itoa(i) {
+			t.Fatalf("entry %d is %q", i, e.Message)
+		}
+		i++
+		if i == 600 {
+			break // a loop may stop early: no more pages are fetched
+		}
+	}
+	if i != 600 || pages.Load() != 2 {
+		t.Errorf("%d entries in %d pages, want 600 in 2", i, pages.Load())
+	}
+	n := 0
+	for _, err := range b.AllLogs(t.Context()) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != total {
+		t.Errorf("AllLogs gave %d entries, want %d", n, total)
 	}
 }

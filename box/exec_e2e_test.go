@@ -7,6 +7,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -241,4 +243,68 @@ func hostHasProcess(pattern string) bool {
 		}
 	}
 	return false
+}
+
+// TestCdAndAt: Cd refuses what is not a directory, and At gives handles
+// with working directories of their own that goroutines move apart.
+func TestCdAndAt(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t)
+	b := newBox(t, srv, nil)
+	ctx := t.Context()
+	mustRun(t, b, "echo x > plainfile && mkdir -p a b && ln -s a link")
+	err := b.Cd(ctx, "plainfile")
+	if !errors.Is(err, syscall.ENOTDIR) || b.Cwd() != box.WorkspaceHome {
+		t.Fatalf("Cd to a file = %v, cwd %s", err, b.Cwd())
+	}
+	if err := b.Cd(ctx, "link"); err != nil || b.Cwd() != box.WorkspaceHome+"/link" {
+		t.Fatalf("Cd through a link to a directory = %v, cwd %s", err, b.Cwd())
+	}
+	if err := b.Cd(ctx, ".."); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, dir := range []string{"a", "b"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h := b.At(dir)
+			for range 10 {
+				r, err := h.Exec.Command(ctx, "pwd")
+				if err != nil || r.Stdout != box.WorkspaceHome+"/"+dir+"\n" {
+					t.Errorf("pwd in the %s handle = %+v, %v", dir, r, err)
+					return
+				}
+				if err := h.Files.WriteText(ctx, "here.txt", dir); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if b.Cwd() != box.WorkspaceHome {
+		t.Errorf("At moved the original handle to %s", b.Cwd())
+	}
+	if got := mustRun(t, b, "cat a/here.txt b/here.txt").Stdout; got != "ab" {
+		t.Errorf("files written through the handles: %q", got)
+	}
+	var n int
+	for e, err := range b.AllLogs(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Message != "" {
+			n++
+		}
+	}
+	var runs int
+	for _, err := range b.AllRuns(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs++
+	}
+	if n == 0 || runs < 20 {
+		t.Errorf("AllLogs gave %d entries, AllRuns %d runs", n, runs)
+	}
 }

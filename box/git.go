@@ -58,9 +58,9 @@ func (g *Git) Clone(ctx context.Context, params *CloneParams) error {
 }
 
 func (g *Git) token() string {
-	g.b.mu.RLock()
-	defer g.b.mu.RUnlock()
-	return g.b.gitToken
+	g.b.st.mu.RLock()
+	defer g.b.st.mu.RUnlock()
+	return g.b.st.gitToken
 }
 
 // Status returns `git status --porcelain` of the working directory: one

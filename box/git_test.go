@@ -60,7 +60,7 @@ func TestGitWire(t *testing.T) {
 	t.Cleanup(ts.Close)
 	c := pollClient(t, ts.URL)
 	b := c.newBox(&gen.BoxData{ID: "box-1"})
-	b.gitToken = "ghp_tok"
+	b.st.gitToken = "ghp_tok"
 	b.wd.set("/workspace/home/app")
 	ctx := t.Context()
 

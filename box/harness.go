@@ -193,12 +193,12 @@ func (b *Box) ConfigureModel(ctx context.Context, model Model) error {
 	if err := none(b.c.api.ConfigureModel(withIdempotent(ctx), b.id, gen.ModelConfigRequest{Model: string(model)})); err != nil {
 		return err
 	}
-	b.mu.Lock()
-	b.info.Model = model
-	if b.info.Harness == "" {
-		b.info.Harness = InferHarness(model)
+	b.st.mu.Lock()
+	b.st.info.Model = model
+	if b.st.info.Harness == "" {
+		b.st.info.Harness = InferHarness(model)
 	}
-	b.mu.Unlock()
+	b.st.mu.Unlock()
 	return nil
 }
 

@@ -52,9 +52,9 @@ func (l *Labels) set(labels []string) {
 	if labels == nil {
 		labels = []string{}
 	}
-	l.b.mu.Lock()
-	l.b.info.Labels = labels
-	l.b.mu.Unlock()
+	l.b.st.mu.Lock()
+	l.b.st.info.Labels = labels
+	l.b.st.mu.Unlock()
 }
 
 // Skills manages the agent skills enabled in a box.

@@ -55,9 +55,9 @@ func (p NetworkPolicy) clone() NetworkPolicy {
 // to this Box: from creation, Get, Refresh or a successful
 // UpdateNetworkPolicy. It makes no request.
 func (b *Box) NetworkPolicy() NetworkPolicy {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	return b.info.NetworkPolicy.clone()
+	b.st.mu.RLock()
+	defer b.st.mu.RUnlock()
+	return b.st.info.NetworkPolicy.clone()
 }
 
 // UpdateNetworkPolicy replaces the box's outbound network policy (PUT
@@ -77,8 +77,8 @@ func (b *Box) UpdateNetworkPolicy(ctx context.Context, p NetworkPolicy) error {
 	if err := none(b.c.api.UpdateNetworkPolicy(ctx, b.id, *p.wire())); err != nil {
 		return err
 	}
-	b.mu.Lock()
-	b.info.NetworkPolicy = p.clone()
-	b.mu.Unlock()
+	b.st.mu.Lock()
+	b.st.info.NetworkPolicy = p.clone()
+	b.st.mu.Unlock()
 	return nil
 }

@@ -263,7 +263,7 @@ func TestSnapshotsSurviveRestart(t *testing.T) {
 		want = *s
 	})
 	srv := boxtest.NewServer(t, boxtest.WithDataDir(dir))
-	b, err := srv.Client().GetByName(ctx, "src")
+	b, err := srv.Client().GetByName(ctx, "src", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -166,8 +166,8 @@ func TestFromSnapshotForwardsEveryField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.ID() != "box-2" || b.Info().Status != StatusIdle || b.gitToken != "ghp_x" {
-		t.Errorf("box = %s %+v, token %q", b.ID(), b.Info(), b.gitToken)
+	if b.ID() != "box-2" || b.Info().Status != StatusIdle || b.st.gitToken != "ghp_x" {
+		t.Errorf("box = %s %+v, token %q", b.ID(), b.Info(), b.st.gitToken)
 	}
 	got := reqs()
 	if len(got) != 2 || got[0].Path != "/v2/box/from-snapshot" || got[1].Path != "/v2/box/box-2" {

@@ -120,7 +120,7 @@ func GetByName(ctx context.Context, c *box.Client, name string) (*box.Box, error
 	if c == nil {
 		return nil, errors.New("ephemeral: a *box.Client is required")
 	}
-	return c.GetByName(ctx, name)
+	return c.GetByName(ctx, name, nil)
 }
 
 // Box is a handle to an ephemeral box. Its methods are safe for concurrent

@@ -376,7 +376,7 @@ func TestKill9KeepsBoxesAndWrites(t *testing.T) {
 	if info := got.Info(); info.Name != "survivor" || !slices.Equal(info.Labels, []string{"kill9"}) {
 		t.Errorf("box after restart = %+v", info)
 	}
-	byName, err := c2.GetByName(ctx, "survivor")
+	byName, err := c2.GetByName(ctx, "survivor", nil)
 	if err != nil || byName.ID() != id {
 		t.Fatalf("GetByName after restart = %v, %v", byName, err)
 	}
@@ -418,7 +418,7 @@ func TestKill9KeepsBoxesAndWrites(t *testing.T) {
 	if err := got.Delete(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c2.GetByName(ctx, "survivor"); !box.IsNotFound(err) {
+	if _, err := c2.GetByName(ctx, "survivor", nil); !box.IsNotFound(err) {
 		t.Errorf("GetByName of the deleted box: %v", err)
 	}
 	if r, err := nb.Exec.Command(ctx, "echo ok"); err != nil || r.Stdout != "ok\n" {
