@@ -346,7 +346,8 @@ func (a *Agent) check(p *AgentParams) error {
 
 // Stream starts an agent run and returns its stream of chunks. MaxRetries
 // and Webhook are not for streams.
-func (a *Agent) Stream(ctx context.Context, p *AgentParams) (*AgentStream, error) {
+func (a *Agent) Stream(ctx context.Context, p *AgentParams, opts ...Option) (*AgentStream, error) {
+	ctx = withCallOptions(ctx, opts)
 	if err := a.check(p); err != nil {
 		return nil, err
 	}
@@ -479,7 +480,8 @@ func toolCallID(ids ...*string) string {
 // RunRunning) and the server POSTs the result to the webhook. Failed
 // attempts are retried MaxRetries times; the error of the last attempt is
 // returned with the run.
-func (a *Agent) Run(ctx context.Context, p *AgentParams) (*Run, error) {
+func (a *Agent) Run(ctx context.Context, p *AgentParams, opts ...Option) (*Run, error) {
+	ctx = withCallOptions(ctx, opts)
 	if err := a.check(p); err != nil {
 		return nil, err
 	}
@@ -729,7 +731,8 @@ func mediaTypeFor(name string) string {
 // Cancel stops an agent run on the server; its stream, if any, then ends
 // with RunCancelled. A run that already ended is not an error. Command and
 // code runs have ended when they return, so Cancel does nothing for them.
-func (r *Run) Cancel(ctx context.Context) error {
+func (r *Run) Cancel(ctx context.Context, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if r.box == nil || r.Type != RunTypeAgent {
 		return nil
 	}

@@ -82,7 +82,8 @@ func (b *Box) Info() Info {
 }
 
 // Refresh fetches the box's current data and returns it.
-func (b *Box) Refresh(ctx context.Context) (Info, error) {
+func (b *Box) Refresh(ctx context.Context, opts ...Option) (Info, error) {
+	ctx = withCallOptions(ctx, opts)
 	d, err := call[gen.BoxData](b.c.api.GetBox(ctx, b.id))
 	if err != nil {
 		return Info{}, err
@@ -107,7 +108,8 @@ func (b *Box) Cwd() string { return b.wd.get() }
 //
 // The working directory belongs to this handle, and every goroutine that
 // uses it sees the change: give a goroutine a handle of its own with At.
-func (b *Box) Cd(ctx context.Context, path string) error {
+func (b *Box) Cd(ctx context.Context, path string, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	target := join(b.wd.get(), path)
 	fi, err := b.Files.Stat(ctx, target, &StatParams{Follow: true})
 	if err != nil {
@@ -140,13 +142,15 @@ func (b *Box) At(dir string) *Box {
 func (b *Box) folder() *string { return nonEmpty(folder(b.wd.get())) }
 
 // Delete deletes the box, its processes and its files. It cannot be undone.
-func (b *Box) Delete(ctx context.Context) error {
+func (b *Box) Delete(ctx context.Context, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	return none(b.c.api.DeleteBox(ctx, b.id))
 }
 
 // Pause freezes every process of the box. Keep-alive boxes cannot be
 // paused: that is refused with ErrKeepAlive before any request.
-func (b *Box) Pause(ctx context.Context) error {
+func (b *Box) Pause(ctx context.Context, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if b.Info().KeepAlive {
 		return ErrKeepAlive
 	}
@@ -154,12 +158,14 @@ func (b *Box) Pause(ctx context.Context) error {
 }
 
 // Resume continues a paused box.
-func (b *Box) Resume(ctx context.Context) error {
+func (b *Box) Resume(ctx context.Context, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	return none(b.c.api.ResumeBox(withIdempotent(ctx), b.id))
 }
 
 // Status returns the box's current status.
-func (b *Box) Status(ctx context.Context) (Status, error) {
+func (b *Box) Status(ctx context.Context, opts ...Option) (Status, error) {
+	ctx = withCallOptions(ctx, opts)
 	r, err := call[gen.BoxStatusResponse](b.c.api.GetBoxStatus(ctx, b.id))
 	if err != nil {
 		return "", err
@@ -182,7 +188,8 @@ type LogsParams struct {
 }
 
 // Logs returns the box's log entries, oldest first.
-func (b *Box) Logs(ctx context.Context, params *LogsParams) ([]LogEntry, error) {
+func (b *Box) Logs(ctx context.Context, params *LogsParams, opts ...Option) ([]LogEntry, error) {
+	ctx = withCallOptions(ctx, opts)
 	var p gen.GetBoxLogsParams
 	if params != nil {
 		if params.Offset < 0 || params.Limit < 0 {
@@ -212,7 +219,8 @@ const logsPage = 500
 // AllLogs ranges over the box's log entries, oldest first, fetching them
 // a page at a time as the loop goes on; a failure is yielded last as
 // (zero, err).
-func (b *Box) AllLogs(ctx context.Context) iter.Seq2[LogEntry, error] {
+func (b *Box) AllLogs(ctx context.Context, opts ...Option) iter.Seq2[LogEntry, error] {
+	ctx = withCallOptions(ctx, opts)
 	return func(yield func(LogEntry, error) bool) {
 		for offset := 0; ; {
 			page, err := b.Logs(ctx, &LogsParams{Offset: offset, Limit: logsPage})
@@ -235,7 +243,8 @@ func (b *Box) AllLogs(ctx context.Context) iter.Seq2[LogEntry, error] {
 
 // AllRuns ranges over the box's run records, newest first; a failure is
 // yielded last as (zero, err). The API returns them in one answer.
-func (b *Box) AllRuns(ctx context.Context) iter.Seq2[RunRecord, error] {
+func (b *Box) AllRuns(ctx context.Context, opts ...Option) iter.Seq2[RunRecord, error] {
+	ctx = withCallOptions(ctx, opts)
 	return func(yield func(RunRecord, error) bool) {
 		runs, err := b.Runs(ctx)
 		if err != nil {
@@ -276,7 +285,8 @@ type RunRecord struct {
 }
 
 // Runs returns the box's run records, newest first.
-func (b *Box) Runs(ctx context.Context) ([]RunRecord, error) {
+func (b *Box) Runs(ctx context.Context, opts ...Option) ([]RunRecord, error) {
+	ctx = withCallOptions(ctx, opts)
 	r, err := call[gen.RunsResponse](b.c.api.ListBoxRuns(ctx, b.id))
 	if err != nil {
 		return nil, err

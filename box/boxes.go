@@ -241,7 +241,8 @@ func checkID(what, id string) error {
 // seconds until it is ready, ctx ends, or five minutes pass
 // (ErrCreateTimeout); a box that ends in the error state gives
 // ErrCreateFailed.
-func (c *Client) Create(ctx context.Context, params *CreateParams) (*Box, error) {
+func (c *Client) Create(ctx context.Context, params *CreateParams, opts ...Option) (*Box, error) {
+	ctx = withCallOptions(ctx, opts)
 	body, err := params.request()
 	if err != nil {
 		return nil, err
@@ -304,7 +305,8 @@ type GetParams struct {
 }
 
 // Get returns the box with the given id or name.
-func (c *Client) Get(ctx context.Context, idOrName string, params *GetParams) (*Box, error) {
+func (c *Client) Get(ctx context.Context, idOrName string, params *GetParams, opts ...Option) (*Box, error) {
+	ctx = withCallOptions(ctx, opts)
 	if err := checkID("box id or name", idOrName); err != nil {
 		return nil, err
 	}
@@ -321,7 +323,8 @@ func (c *Client) Get(ctx context.Context, idOrName string, params *GetParams) (*
 
 // GetByName returns the box with the given name. The API resolves ids and
 // names through the same call, so this is Get under a clearer name.
-func (c *Client) GetByName(ctx context.Context, name string, params *GetParams) (*Box, error) {
+func (c *Client) GetByName(ctx context.Context, name string, params *GetParams, opts ...Option) (*Box, error) {
+	ctx = withCallOptions(ctx, opts)
 	return c.Get(ctx, name, params)
 }
 
@@ -332,7 +335,8 @@ type ListParams struct {
 }
 
 // List returns the account's boxes.
-func (c *Client) List(ctx context.Context, params *ListParams) ([]Info, error) {
+func (c *Client) List(ctx context.Context, params *ListParams, opts ...Option) ([]Info, error) {
+	ctx = withCallOptions(ctx, opts)
 	var p gen.ListBoxesParams
 	if params != nil && params.Label != "" {
 		p.Label = &params.Label
@@ -350,7 +354,8 @@ func (c *Client) List(ctx context.Context, params *ListParams) ([]Info, error) {
 
 // DeleteBoxes deletes the boxes with the given ids in one request. An
 // empty list, or a blank id, is an error: it is never read as "all boxes".
-func (c *Client) DeleteBoxes(ctx context.Context, ids ...string) error {
+func (c *Client) DeleteBoxes(ctx context.Context, ids []string, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if len(ids) == 0 {
 		return invalidf("box: DeleteBoxes needs at least one box id")
 	}

@@ -186,7 +186,7 @@ func TestDeleteBoxes(t *testing.T) {
 	a, b, keep := newBox(t, srv, nil), newBox(t, srv, nil), newBox(t, srv, nil)
 
 	for _, ids := range [][]string{nil, {}, {""}, {a.ID(), "  "}} {
-		if err := c.DeleteBoxes(ctx, ids...); err == nil || box.StatusCode(err) != 0 {
+		if err := c.DeleteBoxes(ctx, ids); err == nil || box.StatusCode(err) != 0 {
 			t.Errorf("DeleteBoxes(%q) = %v, want a client-side error", ids, err)
 		}
 	}
@@ -194,10 +194,10 @@ func TestDeleteBoxes(t *testing.T) {
 	if resp := rawRequest(t, srv, http.MethodDelete, "/v2/box", `{"ids":[]}`); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("raw empty ids: %d %s", resp.StatusCode, resp.body)
 	}
-	if err := c.DeleteBoxes(ctx, a.ID(), "box-nosuchbox0"); !box.IsNotFound(err) {
+	if err := c.DeleteBoxes(ctx, []string{a.ID(), "box-nosuchbox0"}); !box.IsNotFound(err) {
 		t.Errorf("DeleteBoxes with unknown id = %v, want 404", err)
 	}
-	if err := c.DeleteBoxes(ctx, a.ID(), b.ID()); err != nil {
+	if err := c.DeleteBoxes(ctx, []string{a.ID(), b.ID()}); err != nil {
 		t.Fatal(err)
 	}
 	all, err := c.List(ctx, nil)

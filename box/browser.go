@@ -78,7 +78,8 @@ type Tabs struct{ br *Browser }
 // Create opens a tab at url (POST /v2/box/{id}/browser/tabs) and waits for
 // the page as p says. The tab is in the foreground: it is what a
 // recording or a live view without a tab shows.
-func (ts *Tabs) Create(ctx context.Context, url string, p *TabParams) (*Tab, error) {
+func (ts *Tabs) Create(ctx context.Context, url string, p *TabParams, opts ...Option) (*Tab, error) {
+	ctx = withCallOptions(ctx, opts)
 	br := ts.br
 	if err := br.check(); err != nil {
 		return nil, err
@@ -105,13 +106,15 @@ func (ts *Tabs) Create(ctx context.Context, url string, p *TabParams) (*Tab, err
 }
 
 // NewTab is Tabs.Create.
-func (br *Browser) NewTab(ctx context.Context, url string, p *TabParams) (*Tab, error) {
+func (br *Browser) NewTab(ctx context.Context, url string, p *TabParams, opts ...Option) (*Tab, error) {
+	ctx = withCallOptions(ctx, opts)
 	return br.Tabs.Create(ctx, url, p)
 }
 
 // ListTabs returns the browser's open tabs, including those a CDP client
 // opened.
-func (br *Browser) ListTabs(ctx context.Context) ([]*Tab, error) {
+func (br *Browser) ListTabs(ctx context.Context, opts ...Option) ([]*Tab, error) {
+	ctx = withCallOptions(ctx, opts)
 	if err := br.check(); err != nil {
 		return nil, err
 	}
@@ -134,7 +137,8 @@ func (br *Browser) GetTab(id string) *Tab { return &Tab{br: br, id: id} }
 // box's browser (POST /v2/box/{id}/browser/connect), to drive it with
 // Playwright's connectOverCDP, chromedp or Puppeteer. The URL carries its
 // own short-lived token and needs no API key: treat it as a secret.
-func (br *Browser) CDPURL(ctx context.Context) (string, error) {
+func (br *Browser) CDPURL(ctx context.Context, opts ...Option) (string, error) {
+	ctx = withCallOptions(ctx, opts)
 	if err := br.check(); err != nil {
 		return "", err
 	}
@@ -213,7 +217,8 @@ func (t *Tab) content(c *gen.BrowserContent) *BrowserContent {
 
 // Goto navigates the tab to url, waits for its load event (at most 30 s)
 // and returns the page's content (POST /v2/box/{id}/browser/goto).
-func (t *Tab) Goto(ctx context.Context, url string) (*BrowserContent, error) {
+func (t *Tab) Goto(ctx context.Context, url string, opts ...Option) (*BrowserContent, error) {
+	ctx = withCallOptions(ctx, opts)
 	if err := t.check(); err != nil {
 		return nil, err
 	}
@@ -225,7 +230,8 @@ func (t *Tab) Goto(ctx context.Context, url string) (*BrowserContent, error) {
 }
 
 // Content returns the page's content (GET /v2/box/{id}/browser/content).
-func (t *Tab) Content(ctx context.Context) (*BrowserContent, error) {
+func (t *Tab) Content(ctx context.Context, opts ...Option) (*BrowserContent, error) {
+	ctx = withCallOptions(ctx, opts)
 	if err := t.check(); err != nil {
 		return nil, err
 	}
@@ -243,7 +249,8 @@ type ScreenshotParams struct {
 }
 
 // Screenshot returns a PNG of the tab (GET /v2/box/{id}/browser/screenshot).
-func (t *Tab) Screenshot(ctx context.Context, p *ScreenshotParams) ([]byte, error) {
+func (t *Tab) Screenshot(ctx context.Context, p *ScreenshotParams, opts ...Option) ([]byte, error) {
+	ctx = withCallOptions(ctx, opts)
 	if err := t.check(); err != nil {
 		return nil, err
 	}
@@ -259,7 +266,8 @@ func (t *Tab) Screenshot(ctx context.Context, p *ScreenshotParams) ([]byte, erro
 }
 
 // ScreenshotBase64 is Screenshot, with the PNG base64-encoded.
-func (t *Tab) ScreenshotBase64(ctx context.Context, p *ScreenshotParams) (string, error) {
+func (t *Tab) ScreenshotBase64(ctx context.Context, p *ScreenshotParams, opts ...Option) (string, error) {
+	ctx = withCallOptions(ctx, opts)
 	png, err := t.Screenshot(ctx, p)
 	if err != nil {
 		return "", err
@@ -284,7 +292,8 @@ func (p *AIParams) model() *string {
 // schema (POST /v2/box/{id}/browser/extract) and returns it as decoded
 // JSON (a map for an object), checked against the schema here too. For a
 // Go type, use the function [Extract]. It is metered.
-func (t *Tab) Extract(ctx context.Context, instruction string, schema map[string]any, p *AIParams) (any, error) {
+func (t *Tab) Extract(ctx context.Context, instruction string, schema map[string]any, p *AIParams, opts ...Option) (any, error) {
+	ctx = withCallOptions(ctx, opts)
 	if err := t.check(); err != nil {
 		return nil, err
 	}
@@ -314,7 +323,8 @@ func (t *Tab) Extract(ctx context.Context, instruction string, schema map[string
 // schema sent is derived from T as [SchemaFor] does, and the answer is
 // checked against it and decoded here (a mismatch is an *OutputError). It
 // is metered.
-func Extract[T any](ctx context.Context, t *Tab, instruction string, p *AIParams) (T, error) {
+func Extract[T any](ctx context.Context, t *Tab, instruction string, p *AIParams, opts ...Option) (T, error) {
+	ctx = withCallOptions(ctx, opts)
 	var zero T
 	if err := t.check(); err != nil {
 		return zero, err
@@ -400,7 +410,8 @@ type ActResult struct {
 // Observe asks the model for the elements of the page that match
 // instruction (POST /v2/box/{id}/browser/observe); each carries an action
 // that ActOn replays without a model. It is metered.
-func (t *Tab) Observe(ctx context.Context, instruction string, p *AIParams) ([]BrowserElement, error) {
+func (t *Tab) Observe(ctx context.Context, instruction string, p *AIParams, opts ...Option) ([]BrowserElement, error) {
+	ctx = withCallOptions(ctx, opts)
 	if err := t.check(); err != nil {
 		return nil, err
 	}
@@ -421,7 +432,8 @@ func (t *Tab) Observe(ctx context.Context, instruction string, p *AIParams) ([]B
 // /v2/box/{id}/browser/act). It is metered, unless the server answers
 // from its cache. An instruction no element can carry out is an ActResult
 // with Success false, not an error.
-func (t *Tab) Act(ctx context.Context, instruction string, p *AIParams) (*ActResult, error) {
+func (t *Tab) Act(ctx context.Context, instruction string, p *AIParams, opts ...Option) (*ActResult, error) {
+	ctx = withCallOptions(ctx, opts)
 	if err := t.check(); err != nil {
 		return nil, err
 	}
@@ -435,7 +447,8 @@ func (t *Tab) Act(ctx context.Context, instruction string, p *AIParams) (*ActRes
 // with no model and no tokens. An action without a selector is refused
 // with ErrNoSelector before any request; an element that is not on the
 // page is an ActResult with Success false.
-func (t *Tab) ActOn(ctx context.Context, a Replayable) (*ActResult, error) {
+func (t *Tab) ActOn(ctx context.Context, a Replayable, opts ...Option) (*ActResult, error) {
+	ctx = withCallOptions(ctx, opts)
 	if err := t.check(); err != nil {
 		return nil, err
 	}
@@ -474,7 +487,8 @@ func (t *Tab) act(ctx context.Context, body gen.BrowserActRequest) (*ActResult, 
 // LiveViewURL returns the URL of a view-only page that shows the tab live
 // (POST /v2/box/{id}/browser/screencast), for a browser or an iframe. The
 // URL carries its own token and needs no API key.
-func (t *Tab) LiveViewURL(ctx context.Context) (string, error) {
+func (t *Tab) LiveViewURL(ctx context.Context, opts ...Option) (string, error) {
+	ctx = withCallOptions(ctx, opts)
 	if err := t.check(); err != nil {
 		return "", err
 	}
@@ -486,7 +500,8 @@ func (t *Tab) LiveViewURL(ctx context.Context) (string, error) {
 }
 
 // Close closes the tab (DELETE /v2/box/{id}/browser/tabs/{tabId}).
-func (t *Tab) Close(ctx context.Context) error {
+func (t *Tab) Close(ctx context.Context, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if err := t.check(); err != nil {
 		return err
 	}

@@ -107,7 +107,8 @@ type RecordingHandle struct {
 
 // Stop stops this recording, waits until its video is final and returns
 // it. A recording that already stopped by itself is returned as it ended.
-func (h *RecordingHandle) Stop(ctx context.Context) (*Recording, error) {
+func (h *RecordingHandle) Stop(ctx context.Context, opts ...Option) (*Recording, error) {
+	ctx = withCallOptions(ctx, opts)
 	cur, err := h.rs.Get(ctx, h.Recording.ID)
 	if err != nil {
 		return nil, err
@@ -128,7 +129,8 @@ func (h *RecordingHandle) Stop(ctx context.Context) (*Recording, error) {
 // /v2/box/{id}/browser/recordings) for at most maxDuration (0 means
 // MaxRecordingDuration; it is sent in whole seconds, rounded up). A box
 // that is already recording is a 409 *Error.
-func (rs *Recordings) Start(ctx context.Context, maxDuration time.Duration) (*RecordingHandle, error) {
+func (rs *Recordings) Start(ctx context.Context, maxDuration time.Duration, opts ...Option) (*RecordingHandle, error) {
+	ctx = withCallOptions(ctx, opts)
 	if err := rs.br.check(); err != nil {
 		return nil, err
 	}
@@ -149,7 +151,8 @@ func (rs *Recordings) Start(ctx context.Context, maxDuration time.Duration) (*Re
 // Stop stops whatever the box is recording (POST
 // /v2/box/{id}/browser/recordings/stop), waits until the video is final
 // and returns it. With no active recording it is a 409 *Error.
-func (rs *Recordings) Stop(ctx context.Context) (*Recording, error) {
+func (rs *Recordings) Stop(ctx context.Context, opts ...Option) (*Recording, error) {
+	ctx = withCallOptions(ctx, opts)
 	if err := rs.br.check(); err != nil {
 		return nil, err
 	}
@@ -161,7 +164,8 @@ func (rs *Recordings) Stop(ctx context.Context) (*Recording, error) {
 }
 
 // Get returns one recording.
-func (rs *Recordings) Get(ctx context.Context, id string) (*Recording, error) {
+func (rs *Recordings) Get(ctx context.Context, id string, opts ...Option) (*Recording, error) {
+	ctx = withCallOptions(ctx, opts)
 	if err := rs.br.check(); err != nil {
 		return nil, err
 	}
@@ -176,7 +180,8 @@ func (rs *Recordings) Get(ctx context.Context, id string) (*Recording, error) {
 }
 
 // List returns the box's recordings, newest first, following the pages.
-func (rs *Recordings) List(ctx context.Context) ([]Recording, error) {
+func (rs *Recordings) List(ctx context.Context, opts ...Option) ([]Recording, error) {
+	ctx = withCallOptions(ctx, opts)
 	if err := rs.br.check(); err != nil {
 		return nil, err
 	}
@@ -204,7 +209,8 @@ func (rs *Recordings) List(ctx context.Context) ([]Recording, error) {
 // written. An empty path means ./box-recording-<id>.mp4, or .ts for a
 // recording that has only MPEG-TS. The file appears complete or not at
 // all.
-func (rs *Recordings) Download(ctx context.Context, id, path string) (string, error) {
+func (rs *Recordings) Download(ctx context.Context, id, path string, opts ...Option) (string, error) {
+	ctx = withCallOptions(ctx, opts)
 	if err := rs.br.check(); err != nil {
 		return "", err
 	}

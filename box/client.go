@@ -87,6 +87,7 @@ func newClient(cfg clientConfig, opts []Option) (*Client, error) {
 	}
 
 	t := &transport{
+		cfg:           cfg,
 		client:        &hc,
 		header:        header,
 		timeout:       cfg.requestTimeout,

@@ -10,7 +10,8 @@ import (
 // creates afterwards.
 
 // SetEnv sets one account environment variable.
-func (c *Client) SetEnv(ctx context.Context, key, value string) error {
+func (c *Client) SetEnv(ctx context.Context, key, value string, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if key == "" {
 		return invalidf("box: env key is required")
 	}
@@ -19,7 +20,8 @@ func (c *Client) SetEnv(ctx context.Context, key, value string) error {
 
 // ListEnv returns the account's environment variables. Values are masked
 // by the server: only the keys are meaningful.
-func (c *Client) ListEnv(ctx context.Context) (map[string]string, error) {
+func (c *Client) ListEnv(ctx context.Context, opts ...Option) (map[string]string, error) {
+	ctx = withCallOptions(ctx, opts)
 	r, err := call[gen.EnvVarsResponse](c.api.ListEnv(ctx))
 	if err != nil {
 		return nil, err
@@ -32,7 +34,8 @@ func (c *Client) ListEnv(ctx context.Context) (map[string]string, error) {
 
 // SetAllEnv replaces all account environment variables with env: keys not
 // in env are removed, and an empty env clears them all.
-func (c *Client) SetAllEnv(ctx context.Context, env map[string]string) error {
+func (c *Client) SetAllEnv(ctx context.Context, env map[string]string, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if env == nil {
 		env = map[string]string{}
 	}
@@ -40,7 +43,8 @@ func (c *Client) SetAllEnv(ctx context.Context, env map[string]string) error {
 }
 
 // DeleteEnv removes one account environment variable.
-func (c *Client) DeleteEnv(ctx context.Context, key string) error {
+func (c *Client) DeleteEnv(ctx context.Context, key string, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if key == "" {
 		return invalidf("box: env key is required")
 	}

@@ -17,7 +17,8 @@ func init() { boxlink.NewEphemeral = newEphemeral }
 // when 0) and the fields of p that an ephemeral box takes, as the official
 // SDKs do. The API answers with a ready box; should it say "creating", the
 // box is polled as Create would.
-func newEphemeral(ctx context.Context, c *Client, p *CreateParams, ttl int64, snapshotID string) (*Box, error) {
+func newEphemeral(ctx context.Context, c *Client, p *CreateParams, ttl int64, snapshotID string, opts []Option) (*Box, error) {
+	ctx = withCallOptions(ctx, opts)
 	var q CreateParams
 	if p != nil {
 		q = CreateParams{Name: p.Name, Labels: p.Labels, Size: p.Size, Runtime: p.Runtime, Env: p.Env, AttachHeaders: p.AttachHeaders, NetworkPolicy: p.NetworkPolicy}

@@ -265,8 +265,8 @@ func TestInvalidArgumentsSendNothing(t *testing.T) {
 		{"empty command", "command", func() error { _, err := b.Exec.Command(ctx, ""); return err }()},
 		{"bad language", "Lang", func() error { _, err := b.Exec.Code(ctx, &CodeParams{Code: "1", Lang: "cobol"}); return err }()},
 		{"bad label", "label", func() error { _, err := b.Labels.Add(ctx, "has space"); return err }()},
-		{"empty bulk delete", "at least one", c.DeleteBoxes(ctx)},
-		{"blank snapshot id", "blank", func() error { _, err := c.DeleteSnapshots(ctx, ""); return err }()},
+		{"empty bulk delete", "at least one", c.DeleteBoxes(ctx, nil)},
+		{"blank snapshot id", "blank", func() error { _, err := c.DeleteSnapshots(ctx, []string{""}); return err }()},
 		{"cron cleared", "Cron", func() error {
 			_, err := b.Schedule.Update(ctx, "s", &ScheduleUpdate{Cron: Clear[string]()})
 			return err

@@ -101,7 +101,8 @@ type Exec struct{ b *Box }
 // Command runs command with `sh -c` in the box and waits for it. A command
 // that exits non-zero is not an error: the Run reports RunFailed and its
 // ExitCode. Background processes it starts keep running.
-func (e *Exec) Command(ctx context.Context, command string) (*Run, error) {
+func (e *Exec) Command(ctx context.Context, command string, opts ...Option) (*Run, error) {
+	ctx = withCallOptions(ctx, opts)
 	if command == "" {
 		return nil, invalidf("box: command is required")
 	}
@@ -158,7 +159,8 @@ func (p *CodeParams) request(folder *string) (gen.CodeRequest, error) {
 
 // Code runs a JavaScript, TypeScript or Python snippet in the box and
 // waits for it.
-func (e *Exec) Code(ctx context.Context, params *CodeParams) (*Run, error) {
+func (e *Exec) Code(ctx context.Context, params *CodeParams, opts ...Option) (*Run, error) {
+	ctx = withCallOptions(ctx, opts)
 	body, err := params.request(e.b.folder())
 	if err != nil {
 		return nil, err
@@ -198,7 +200,8 @@ type RunLog struct {
 }
 
 // Logs returns the box's log entries from the run's start on.
-func (r *Run) Logs(ctx context.Context) ([]RunLog, error) {
+func (r *Run) Logs(ctx context.Context, opts ...Option) ([]RunLog, error) {
+	ctx = withCallOptions(ctx, opts)
 	if r.box == nil {
 		return nil, errors.New("box: run has no box")
 	}
@@ -254,7 +257,8 @@ type ExecStream struct {
 // Stream runs command with `sh -c` and streams its output as it is
 // produced. The Run ends RunCompleted or RunFailed by exit code; its
 // Result is the last StreamResultTail bytes of the output.
-func (e *Exec) Stream(ctx context.Context, command string) (*ExecStream, error) {
+func (e *Exec) Stream(ctx context.Context, command string, opts ...Option) (*ExecStream, error) {
+	ctx = withCallOptions(ctx, opts)
 	if command == "" {
 		return nil, invalidf("box: command is required")
 	}
@@ -266,7 +270,8 @@ func (e *Exec) Stream(ctx context.Context, command string) (*ExecStream, error) 
 }
 
 // StreamCode runs a snippet and streams its output.
-func (e *Exec) StreamCode(ctx context.Context, params *CodeParams) (*ExecStream, error) {
+func (e *Exec) StreamCode(ctx context.Context, params *CodeParams, opts ...Option) (*ExecStream, error) {
+	ctx = withCallOptions(ctx, opts)
 	req, err := params.request(e.b.folder())
 	if err != nil {
 		return nil, err

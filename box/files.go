@@ -31,7 +31,8 @@ func (f *Files) abs(p string) string { return join(f.b.wd.get(), p) }
 
 // Read returns the whole content of the file at p. The bytes come raw
 // (through the download endpoint), not base64 in JSON.
-func (f *Files) Read(ctx context.Context, p string) ([]byte, error) {
+func (f *Files) Read(ctx context.Context, p string, opts ...Option) ([]byte, error) {
+	ctx = withCallOptions(ctx, opts)
 	if p == "" {
 		return nil, invalidf("box: path is required")
 	}
@@ -53,7 +54,8 @@ func (f *Files) Read(ctx context.Context, p string) ([]byte, error) {
 // ReadRange returns at most length bytes of the file at p, starting at
 // offset. length 0 reads nothing; the server refuses more than
 // MaxReadRange.
-func (f *Files) ReadRange(ctx context.Context, p string, offset, length int64) ([]byte, error) {
+func (f *Files) ReadRange(ctx context.Context, p string, offset, length int64, opts ...Option) ([]byte, error) {
+	ctx = withCallOptions(ctx, opts)
 	if offset < 0 || length < 0 {
 		return nil, invalidf("box: ReadRange offset and length must not be negative")
 	}
@@ -82,7 +84,8 @@ func (f *Files) read(ctx context.Context, p string, offset, length *int64) ([]by
 
 // ReadText returns the content of the text file at p. The server refuses
 // content that is not valid UTF-8; use Read for binary files.
-func (f *Files) ReadText(ctx context.Context, p string) (string, error) {
+func (f *Files) ReadText(ctx context.Context, p string, opts ...Option) (string, error) {
+	ctx = withCallOptions(ctx, opts)
 	if p == "" {
 		return "", invalidf("box: path is required")
 	}
@@ -100,7 +103,8 @@ const smallWrite = 64 << 10
 // Write replaces the file at p with data, creating it and its parent
 // directories as needed. The file is replaced only once all of data has
 // arrived.
-func (f *Files) Write(ctx context.Context, p string, data []byte) error {
+func (f *Files) Write(ctx context.Context, p string, data []byte, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if len(data) > smallWrite && p != "" {
 		return f.upload(ctx, []uploadPart{{dest: f.abs(p), open: func() (io.ReadCloser, error) {
 			return io.NopCloser(bytes.NewReader(data)), nil
@@ -111,7 +115,8 @@ func (f *Files) Write(ctx context.Context, p string, data []byte) error {
 }
 
 // WriteText replaces the file at p with text.
-func (f *Files) WriteText(ctx context.Context, p, text string) error {
+func (f *Files) WriteText(ctx context.Context, p, text string, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	return f.write(ctx, gen.WriteFileRequest{Path: f.abs(p), Content: text}, p)
 }
 
@@ -133,7 +138,8 @@ type FileEntry struct {
 
 // List lists the directory at p (not recursively). An empty p lists the
 // working directory.
-func (f *Files) List(ctx context.Context, p string) ([]FileEntry, error) {
+func (f *Files) List(ctx context.Context, p string, opts ...Option) ([]FileEntry, error) {
+	ctx = withCallOptions(ctx, opts)
 	var params gen.ListFilesParams
 	if p == "" {
 		params.Folder = f.b.folder()
@@ -182,7 +188,8 @@ type StatParams struct {
 
 // Stat describes the file at p. Like lstat, it describes a symlink itself
 // unless params.Follow is set.
-func (f *Files) Stat(ctx context.Context, p string, params *StatParams) (*FileInfo, error) {
+func (f *Files) Stat(ctx context.Context, p string, params *StatParams, opts ...Option) (*FileInfo, error) {
+	ctx = withCallOptions(ctx, opts)
 	if p == "" {
 		return nil, invalidf("box: path is required")
 	}
@@ -205,7 +212,8 @@ type MkdirParams struct {
 }
 
 // Mkdir creates the directory p.
-func (f *Files) Mkdir(ctx context.Context, p string, params *MkdirParams) error {
+func (f *Files) Mkdir(ctx context.Context, p string, params *MkdirParams, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if p == "" {
 		return invalidf("box: path is required")
 	}
@@ -218,7 +226,8 @@ func (f *Files) Mkdir(ctx context.Context, p string, params *MkdirParams) error 
 }
 
 // Rename moves from to to, creating to's parent directories.
-func (f *Files) Rename(ctx context.Context, from, to string) error {
+func (f *Files) Rename(ctx context.Context, from, to string, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if from == "" || to == "" {
 		return invalidf("box: both paths are required")
 	}
@@ -232,7 +241,8 @@ type RemoveParams struct {
 }
 
 // Remove deletes the file or directory at p.
-func (f *Files) Remove(ctx context.Context, p string, params *RemoveParams) error {
+func (f *Files) Remove(ctx context.Context, p string, params *RemoveParams, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if p == "" {
 		return invalidf("box: path is required")
 	}
@@ -260,7 +270,8 @@ type UploadFile struct {
 // Upload sends local files to the box in one multipart request, streamed
 // from disk. Each destination is replaced only once its file has arrived
 // whole.
-func (f *Files) Upload(ctx context.Context, files []UploadFile) error {
+func (f *Files) Upload(ctx context.Context, files []UploadFile, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if len(files) == 0 {
 		return invalidf("box: Upload needs at least one file")
 	}
@@ -373,7 +384,8 @@ type DownloadParams struct {
 // whole tree) into a local directory and returns the local paths written. File names from the server are used only if they name a file
 // directly inside the destination: a name such as "../x" or one that
 // resolves through a symlink out of it is refused.
-func (f *Files) Download(ctx context.Context, params *DownloadParams) ([]string, error) {
+func (f *Files) Download(ctx context.Context, params *DownloadParams, opts ...Option) ([]string, error) {
+	ctx = withCallOptions(ctx, opts)
 	var p DownloadParams
 	if params != nil {
 		p = *params

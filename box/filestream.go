@@ -60,7 +60,8 @@ const rangeChunk = 4 << 20
 
 // Open opens the file at p for reading. Its content streams from the box
 // as it is read, in constant memory, whatever its size.
-func (f *Files) Open(ctx context.Context, p string) (*FileReader, error) {
+func (f *Files) Open(ctx context.Context, p string, opts ...Option) (*FileReader, error) {
+	ctx = withCallOptions(ctx, opts)
 	return f.open(ctx, p, nil)
 }
 
@@ -82,7 +83,8 @@ func (f *Files) open(ctx context.Context, p string, params *TransferParams) (*Fi
 // OpenRange opens length bytes of the file at p, from offset on, for
 // reading; length -1 reads to the end of the file. The range is fetched in
 // chunks of a few MiB as it is read.
-func (f *Files) OpenRange(ctx context.Context, p string, offset, length int64) (*FileReader, error) {
+func (f *Files) OpenRange(ctx context.Context, p string, offset, length int64, opts ...Option) (*FileReader, error) {
+	ctx = withCallOptions(ctx, opts)
 	if p == "" {
 		return nil, invalidf("box: path is required")
 	}
@@ -192,7 +194,8 @@ func (r *FileReader) Close() error {
 
 // DownloadTo copies the file at p into w, streaming, and returns the
 // number of bytes copied.
-func (f *Files) DownloadTo(ctx context.Context, p string, w io.Writer, params *TransferParams) (int64, error) {
+func (f *Files) DownloadTo(ctx context.Context, p string, w io.Writer, params *TransferParams, opts ...Option) (int64, error) {
+	ctx = withCallOptions(ctx, opts)
 	r, err := f.open(ctx, p, params)
 	if err != nil {
 		return 0, err
@@ -206,7 +209,8 @@ func (f *Files) DownloadTo(ctx context.Context, p string, w io.Writer, params *T
 // of it has arrived; an error from r leaves the old content. It returns
 // the number of bytes written. A request whose body is a plain io.Reader
 // cannot be sent again, so it is never retried.
-func (f *Files) WriteFrom(ctx context.Context, p string, r io.Reader, params *TransferParams) (int64, error) {
+func (f *Files) WriteFrom(ctx context.Context, p string, r io.Reader, params *TransferParams, opts ...Option) (int64, error) {
+	ctx = withCallOptions(ctx, opts)
 	if p == "" {
 		return 0, invalidf("box: path is required")
 	}
@@ -253,7 +257,8 @@ const (
 // Symbolic links and special files are skipped. Files go in batches of
 // multipart requests, streamed from disk (and read again if a request is
 // retried). Progress counts bytes of file content, against their total.
-func (f *Files) UploadDir(ctx context.Context, local, remote string, params *TransferParams) error {
+func (f *Files) UploadDir(ctx context.Context, local, remote string, params *TransferParams, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if local == "" || remote == "" {
 		return invalidf("box: UploadDir needs a local and a remote directory")
 	}
@@ -366,7 +371,8 @@ func (p *progressFile) Close() error { return p.f.Close() }
 // only if they stay inside local: nothing is written through a symbolic
 // link or outside it. Progress counts bytes of file content, against the
 // total the listings give.
-func (f *Files) DownloadDir(ctx context.Context, remote, local string, params *TransferParams) error {
+func (f *Files) DownloadDir(ctx context.Context, remote, local string, params *TransferParams, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if remote == "" || local == "" {
 		return invalidf("box: DownloadDir needs a remote and a local directory")
 	}

@@ -30,7 +30,8 @@ type FS struct {
 // FS returns a view of the files below dir (relative to the working
 // directory; "" is the working directory itself, "/" the whole box).
 // Every request it makes uses ctx.
-func (f *Files) FS(ctx context.Context, dir string) *FS {
+func (f *Files) FS(ctx context.Context, dir string, opts ...Option) *FS {
+	ctx = withCallOptions(ctx, opts)
 	return &FS{f: f, ctx: ctx, root: f.abs(dir)}
 }
 

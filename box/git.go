@@ -37,7 +37,8 @@ type CloneParams struct {
 // /v2/box/{id}/git/clone), sending the box's git token with it. The
 // server remembers that token for the box's later pushes and pull
 // requests.
-func (g *Git) Clone(ctx context.Context, params *CloneParams) error {
+func (g *Git) Clone(ctx context.Context, params *CloneParams, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if params == nil || strings.TrimSpace(params.Repo) == "" {
 		return invalidf("box: git clone: Repo is required")
 	}
@@ -66,7 +67,8 @@ func (g *Git) token() string {
 // Status returns `git status --porcelain` of the working directory: one
 // line per changed file, empty when the tree is clean. Outside a
 // repository (the workspace root, for example) it is empty too.
-func (g *Git) Status(ctx context.Context) (string, error) {
+func (g *Git) Status(ctx context.Context, opts ...Option) (string, error) {
+	ctx = withCallOptions(ctx, opts)
 	r, err := call[gen.GitStatusResponse](g.b.c.api.GitStatus(ctx, g.b.id, &gen.GitStatusParams{Folder: g.b.folder()}))
 	if err != nil {
 		return "", err
@@ -76,7 +78,8 @@ func (g *Git) Status(ctx context.Context) (string, error) {
 
 // Diff returns the working directory's changes against HEAD, staged or
 // not (`git diff HEAD`). Untracked files show up only in [Git.Status].
-func (g *Git) Diff(ctx context.Context) (string, error) {
+func (g *Git) Diff(ctx context.Context, opts ...Option) (string, error) {
+	ctx = withCallOptions(ctx, opts)
 	r, err := call[gen.GitDiffResponse](g.b.c.api.GitDiff(ctx, g.b.id, &gen.GitDiffParams{Folder: g.b.folder()}))
 	if err != nil {
 		return "", err
@@ -102,7 +105,8 @@ type GitCommitResult struct {
 
 // Commit stages every change in the repository (git add -A) and commits
 // it. With nothing to commit, boxd answers 409.
-func (g *Git) Commit(ctx context.Context, params *CommitParams) (GitCommitResult, error) {
+func (g *Git) Commit(ctx context.Context, params *CommitParams, opts ...Option) (GitCommitResult, error) {
+	ctx = withCallOptions(ctx, opts)
 	if params == nil || strings.TrimSpace(params.Message) == "" {
 		return GitCommitResult{}, invalidf("box: git commit: Message is required")
 	}
@@ -128,7 +132,8 @@ type PushParams struct {
 // Push pushes a branch to origin and makes it the branch's upstream (git
 // push -u origin <branch>). A push the remote refuses as
 // non-fast-forward is a 409.
-func (g *Git) Push(ctx context.Context, params *PushParams) error {
+func (g *Git) Push(ctx context.Context, params *PushParams, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	var body gen.GitPushRequest
 	if params != nil {
 		body.Branch = nonEmpty(params.Branch)
@@ -140,7 +145,8 @@ func (g *Git) Push(ctx context.Context, params *PushParams) error {
 // Checkout switches to branch. On boxd, an existing local branch is
 // switched to, a branch that exists only on origin is created tracking
 // it, and any other name creates a new branch at HEAD.
-func (g *Git) Checkout(ctx context.Context, branch string) error {
+func (g *Git) Checkout(ctx context.Context, branch string, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if strings.TrimSpace(branch) == "" {
 		return invalidf("box: git checkout: branch is required")
 	}
@@ -176,7 +182,8 @@ type PullRequest struct {
 
 // CreatePR opens a pull request from the current branch, which must have
 // been pushed, on the GitHub repository of origin.
-func (g *Git) CreatePR(ctx context.Context, params *PRParams) (PullRequest, error) {
+func (g *Git) CreatePR(ctx context.Context, params *PRParams, opts ...Option) (PullRequest, error) {
+	ctx = withCallOptions(ctx, opts)
 	if params == nil || strings.TrimSpace(params.Title) == "" {
 		return PullRequest{}, invalidf("box: git create PR: Title is required")
 	}
@@ -213,7 +220,8 @@ type Issue struct {
 }
 
 // CreateIssue opens an issue on the GitHub repository of origin.
-func (g *Git) CreateIssue(ctx context.Context, params *IssueParams) (Issue, error) {
+func (g *Git) CreateIssue(ctx context.Context, params *IssueParams, opts ...Option) (Issue, error) {
+	ctx = withCallOptions(ctx, opts)
 	if params == nil || strings.TrimSpace(params.Title) == "" {
 		return Issue{}, invalidf("box: git create issue: Title is required")
 	}
@@ -244,7 +252,8 @@ type GitConfig struct {
 
 // UpdateConfig sets the identity commits are made with, box-wide (PUT
 // /v2/box/{id}/git-config; not tied to the working directory).
-func (g *Git) UpdateConfig(ctx context.Context, params *GitConfigParams) (GitConfig, error) {
+func (g *Git) UpdateConfig(ctx context.Context, params *GitConfigParams, opts ...Option) (GitConfig, error) {
+	ctx = withCallOptions(ctx, opts)
 	if params == nil || (params.UserName == "" && params.UserEmail == "") {
 		return GitConfig{}, invalidf("box: git update config: UserName or UserEmail is required")
 	}
@@ -270,7 +279,8 @@ type GitExecResult struct {
 // Exec runs `git args...` in the working directory. A git that exits
 // non-zero is not an error: ExitCode says so (128 outside a repository,
 // for example).
-func (g *Git) Exec(ctx context.Context, args ...string) (GitExecResult, error) {
+func (g *Git) Exec(ctx context.Context, args []string, opts ...Option) (GitExecResult, error) {
+	ctx = withCallOptions(ctx, opts)
 	if len(args) == 0 {
 		return GitExecResult{}, invalidf("box: git exec: args are required")
 	}

@@ -57,7 +57,7 @@ func (e *gitEnv) note(s string) string { e.seen = append(e.seen, s); return s }
 // exec runs git in the box and fails the test if the call fails.
 func (e *gitEnv) exec(t *testing.T, b *box.Box, args ...string) box.GitExecResult {
 	t.Helper()
-	r, err := b.Git.Exec(t.Context(), args...)
+	r, err := b.Git.Exec(t.Context(), args)
 	if err != nil {
 		t.Fatalf("Git.Exec(%q): %v", args, err)
 	}
@@ -243,7 +243,7 @@ func TestGitWorkflow(t *testing.T) {
 	if err := b.Git.Clone(ctx, &box.CloneParams{}); err == nil {
 		t.Error("Clone without Repo: want an error")
 	}
-	if _, err := b.Git.Exec(ctx); err == nil {
+	if _, err := b.Git.Exec(ctx, nil); err == nil {
 		t.Error("Exec without args: want an error")
 	}
 }

@@ -86,10 +86,10 @@ func TestGitWire(t *testing.T) {
 	check("CreateIssue", err)
 	gc, err := b.Git.UpdateConfig(ctx, &GitConfigParams{UserName: "Bot"})
 	check("UpdateConfig", err)
-	ex, err := b.Git.Exec(ctx, "log", "-1")
+	ex, err := b.Git.Exec(ctx, []string{"log", "-1"})
 	check("Exec", err)
 	execAnswer = `{"output":"ok\n"}` // a server that does not report the exit code
-	ex2, err := b.Git.Exec(ctx, "status")
+	ex2, err := b.Git.Exec(ctx, []string{"status"})
 	check("Exec without exit_code", err)
 
 	got := []any{st, d, cm, pr, is, gc, ex, ex2}
@@ -159,7 +159,7 @@ func TestGitClientChecks(t *testing.T) {
 		"CreatePR(no title)": gitErrOnly(b.Git.CreatePR(ctx, &PRParams{Body: "x"})),
 		"CreateIssue(nil)":   gitErrOnly(b.Git.CreateIssue(ctx, nil)),
 		"UpdateConfig({})":   gitErrOnly(b.Git.UpdateConfig(ctx, &GitConfigParams{})),
-		"Exec()":             gitErrOnly(b.Git.Exec(ctx)),
+		"Exec()":             gitErrOnly(b.Git.Exec(ctx, nil)),
 	} {
 		if err == nil {
 			t.Errorf("%s: want an error", what)

@@ -186,7 +186,8 @@ func (b *Box) hasAgent() bool {
 
 // ConfigureModel changes the model the box's agent uses. On a box without
 // an agent it configures one, with the harness the model implies.
-func (b *Box) ConfigureModel(ctx context.Context, model Model) error {
+func (b *Box) ConfigureModel(ctx context.Context, model Model, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if model == "" {
 		return invalidf("box: model is required")
 	}
@@ -204,7 +205,8 @@ func (b *Box) ConfigureModel(ctx context.Context, model Model) error {
 
 // ConfigureCustomHarness replaces the command of a custom-harness box.
 // Other boxes refuse it before any request.
-func (b *Box) ConfigureCustomHarness(ctx context.Context, h CustomHarness) error {
+func (b *Box) ConfigureCustomHarness(ctx context.Context, h CustomHarness, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if b.Info().Harness != HarnessCustom {
 		return invalidf("box: a custom harness can only be configured on a box whose harness is custom")
 	}

@@ -13,7 +13,8 @@ var ErrNotKeepAlive = errors.New("box: init commands are only available for keep
 
 // InitCommand returns the command a keep-alive box runs when it starts
 // ("" for none).
-func (b *Box) InitCommand(ctx context.Context) (string, error) {
+func (b *Box) InitCommand(ctx context.Context, opts ...Option) (string, error) {
+	ctx = withCallOptions(ctx, opts)
 	if !b.Info().KeepAlive {
 		return "", ErrNotKeepAlive
 	}
@@ -27,7 +28,8 @@ func (b *Box) InitCommand(ctx context.Context) (string, error) {
 // SetInitCommand sets the command a keep-alive box runs when it starts and
 // after it resumes; it is started again if it exits, and its output goes
 // to the box's log.
-func (b *Box) SetInitCommand(ctx context.Context, command string) error {
+func (b *Box) SetInitCommand(ctx context.Context, command string, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if !b.Info().KeepAlive {
 		return ErrNotKeepAlive
 	}
@@ -38,7 +40,8 @@ func (b *Box) SetInitCommand(ctx context.Context, command string) error {
 }
 
 // DeleteInitCommand removes the box's init command and stops it.
-func (b *Box) DeleteInitCommand(ctx context.Context) error {
+func (b *Box) DeleteInitCommand(ctx context.Context, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if !b.Info().KeepAlive {
 		return ErrNotKeepAlive
 	}

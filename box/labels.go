@@ -13,7 +13,8 @@ type Labels struct{ b *Box }
 
 // Add adds a label and returns the box's labels. Labels are 1 to 20
 // characters from letters, digits and . _ - :, at most 5 per box.
-func (l *Labels) Add(ctx context.Context, label string) ([]string, error) {
+func (l *Labels) Add(ctx context.Context, label string, opts ...Option) ([]string, error) {
+	ctx = withCallOptions(ctx, opts)
 	if err := ValidateLabel(label); err != nil {
 		return nil, err
 	}
@@ -26,7 +27,8 @@ func (l *Labels) Add(ctx context.Context, label string) ([]string, error) {
 }
 
 // Remove removes a label and returns the box's labels.
-func (l *Labels) Remove(ctx context.Context, label string) ([]string, error) {
+func (l *Labels) Remove(ctx context.Context, label string, opts ...Option) ([]string, error) {
+	ctx = withCallOptions(ctx, opts)
 	if label == "" {
 		return nil, invalidf("box: label is required")
 	}
@@ -40,7 +42,8 @@ func (l *Labels) Remove(ctx context.Context, label string) ([]string, error) {
 }
 
 // List returns the box's labels, as the server reports them now.
-func (l *Labels) List(ctx context.Context) ([]string, error) {
+func (l *Labels) List(ctx context.Context, opts ...Option) ([]string, error) {
+	ctx = withCallOptions(ctx, opts)
 	in, err := l.b.Refresh(ctx)
 	if err != nil {
 		return nil, err
@@ -70,7 +73,8 @@ func checkSkill(id string) error {
 }
 
 // Add enables a skill, given as owner/repo/skill-name.
-func (s *Skills) Add(ctx context.Context, skillID string) error {
+func (s *Skills) Add(ctx context.Context, skillID string, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if err := checkSkill(skillID); err != nil {
 		return err
 	}
@@ -78,7 +82,8 @@ func (s *Skills) Add(ctx context.Context, skillID string) error {
 }
 
 // Remove disables a skill.
-func (s *Skills) Remove(ctx context.Context, skillID string) error {
+func (s *Skills) Remove(ctx context.Context, skillID string, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if err := checkSkill(skillID); err != nil {
 		return err
 	}
@@ -87,7 +92,8 @@ func (s *Skills) Remove(ctx context.Context, skillID string) error {
 }
 
 // List returns the enabled skills, as the server reports them now.
-func (s *Skills) List(ctx context.Context) ([]string, error) {
+func (s *Skills) List(ctx context.Context, opts ...Option) ([]string, error) {
+	ctx = withCallOptions(ctx, opts)
 	in, err := s.b.Refresh(ctx)
 	if err != nil {
 		return nil, err

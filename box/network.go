@@ -70,7 +70,8 @@ func (b *Box) NetworkPolicy() NetworkPolicy {
 // its subdomains) or addresses in a range; DeniedCIDRs always wins; with
 // only DeniedCIDRs, everything outside them is allowed. On boxd the change
 // applies at once, to new connections and to open ones.
-func (b *Box) UpdateNetworkPolicy(ctx context.Context, p NetworkPolicy) error {
+func (b *Box) UpdateNetworkPolicy(ctx context.Context, p NetworkPolicy, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if err := p.validate(); err != nil {
 		return err
 	}

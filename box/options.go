@@ -38,10 +38,21 @@ const (
 // through [WithAPIKey] nor the UPSTASH_BOX_API_KEY environment variable.
 var ErrNoAPIKey = errors.New("box: no API key: set UPSTASH_BOX_API_KEY or pass box.WithAPIKey")
 
-// An Option configures a [Client]. Options are applied in order on top of
-// the defaults read from the environment, so a later option wins over an
-// earlier one and every option wins over the environment (except
-// UPSTASH_DISABLE_TELEMETRY, see [WithTelemetry]).
+// An Option configures a [Client], or one call. Options are applied in
+// order on top of the defaults read from the environment, so a later
+// option wins over an earlier one and every option wins over the
+// environment (except UPSTASH_DISABLE_TELEMETRY, see [WithTelemetry]).
+//
+// Every call of the SDK takes options as its last arguments, on top of its
+// client's: [WithRequestTimeout], [WithMaxRetries], [WithHeader],
+// [WithAPIKey] and [WithIdempotent] apply to the requests of that call
+// alone:
+//
+//	run, err := b.Exec.Command(ctx, "make test", box.WithRequestTimeout(30*time.Minute), box.WithMaxRetries(0))
+//
+// [WithBaseURL], [WithHTTPClient], [WithLogger] and [WithTelemetry] belong
+// to a client: given to a call, they make it fail with ErrInvalid before
+// anything is sent.
 //
 // Option is a plain function type rather than an interface: options only set
 // fields, and all validation happens once in [NewClient] (or [Client.Clone]),
@@ -61,6 +72,7 @@ type clientConfig struct {
 	logger         *slog.Logger // nil means discard
 	telemetry      bool
 	header         http.Header // extra headers from WithHeader, canonical keys
+	idempotent     bool        // WithIdempotent: for a call only
 
 	// Retry tuning; unexported so tests can shrink it.
 	retryBase     time.Duration
@@ -133,6 +145,9 @@ func (cfg *clientConfig) validate() error {
 			}
 		}
 	}
+	if cfg.idempotent {
+		errs = append(errs, invalidf("box: WithIdempotent applies to one call, not to a Client"))
+	}
 	// UPSTASH_DISABLE_TELEMETRY wins over WithTelemetry(true), whatever its value.
 	if _, ok := os.LookupEnv(envDisableTelemetry); ok {
 		cfg.telemetry = false
@@ -158,6 +173,33 @@ func normalizeBaseURL(s string) (string, error) {
 		return s, invalidf("box: invalid base URL %q: must not have a query or fragment", s)
 	}
 	return s, nil
+}
+
+// WithIdempotent tells a call that its requests may be sent again: the
+// SDK then retries a POST or PATCH of it, as it retries a GET, after a
+// connection failure or a 5xx. Give it to a call that is safe to repeat
+// (one that only reads, or that the server applies once however often it
+// comes); it is not an option of a Client.
+func WithIdempotent() Option { return func(c *clientConfig) { c.idempotent = true } }
+
+// callOptionsKey carries the options of a call in its context.
+type callOptionsKey struct{}
+
+// withCallOptions returns ctx carrying opts, after any options ctx already
+// carries, for the transport to apply to every request made with it.
+func withCallOptions(ctx context.Context, opts []Option) context.Context {
+	if len(opts) == 0 {
+		return ctx
+	}
+	if prev, ok := ctx.Value(callOptionsKey{}).([]Option); ok {
+		opts = append(append([]Option(nil), prev...), opts...)
+	}
+	return context.WithValue(ctx, callOptionsKey{}, opts)
+}
+
+func callOptions(ctx context.Context) []Option {
+	opts, _ := ctx.Value(callOptionsKey{}).([]Option)
+	return opts
 }
 
 // WithAPIKey sets the API key sent as X-Box-Api-Key on every request. It

@@ -2,6 +2,7 @@ package box
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/upstash/box-go/gen"
 )
 
 // unsetEnv removes each key for the duration of the test (t.Setenv restores
@@ -381,5 +384,116 @@ func TestWithHeader(t *testing.T) {
 	}
 	if req.Header.Get(headerAPIKey) != "" {
 		t.Error("Do modified the caller's request headers")
+	}
+}
+
+// TestCallOptions gives one call options of its own: they apply to its
+// requests only, on top of the client's.
+func TestCallOptions(t *testing.T) {
+	t.Parallel()
+	type seen struct {
+		method, path, key, extra string
+	}
+	var mu sync.Mutex
+	var reqs []seen
+	var fail atomic.Int32 // answer this many requests with 503
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		reqs = append(reqs, seen{r.Method, r.URL.Path, r.Header.Get("X-Box-Api-Key"), r.Header.Get("X-Extra")})
+		mu.Unlock()
+		if r.URL.Query().Get("path") == "/slow" {
+			time.Sleep(300 * time.Millisecond)
+		}
+		if fail.Add(-1) >= 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"exit_code":0,"output":"ok","content":"x"}`)
+	}))
+	defer ts.Close()
+	c, err := NewClient(WithAPIKey("client-key"), WithBaseURL(ts.URL), WithTelemetry(false), withRetryBackoff(time.Millisecond, time.Millisecond, time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := c.newBox(&gen.BoxData{ID: "box-1", Status: gen.BoxStatusIdle})
+	ctx := t.Context()
+	take := func() []seen {
+		mu.Lock()
+		defer mu.Unlock()
+		out := reqs
+		reqs = nil
+		return out
+	}
+
+	if _, err := b.Files.ReadText(ctx, "/a", WithHeader("X-Extra", "one"), WithAPIKey("call-key")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Files.ReadText(ctx, "/b"); err != nil {
+		t.Fatal(err)
+	}
+	if got := take(); len(got) != 2 || got[0].extra != "one" || got[0].key != "call-key" || got[1].extra != "" || got[1].key != "client-key" {
+		t.Errorf("headers = %+v", got)
+	}
+
+	// Timeout: the call's, not the client's.
+	if _, err := b.Files.ReadText(ctx, "/slow", WithRequestTimeout(50*time.Millisecond), WithMaxRetries(0)); err == nil {
+		t.Error("a call slower than its own timeout succeeded")
+	}
+	if _, err := b.Files.ReadText(ctx, "/slow"); err != nil {
+		t.Errorf("the same call with the client's timeout: %v", err)
+	}
+	take()
+
+	// Retries: a GET is retried twice by default, not at all with 0.
+	fail.Store(5)
+	_, _ = b.Files.ReadText(ctx, "/r", WithMaxRetries(0))
+	if n := len(take()); n != 1 {
+		t.Errorf("WithMaxRetries(0): %d attempts", n)
+	}
+	fail.Store(5)
+	_, _ = b.Files.ReadText(ctx, "/r")
+	if n := len(take()); n != 3 {
+		t.Errorf("client's retries: %d attempts", n)
+	}
+	// A POST is retried only when the call says it may be.
+	fail.Store(1)
+	if _, err := b.Exec.Command(ctx, "true"); err == nil {
+		t.Error("a POST that got a 503 succeeded without a retry")
+	}
+	if n := len(take()); n != 1 {
+		t.Errorf("POST without WithIdempotent: %d attempts", n)
+	}
+	fail.Store(1)
+	if _, err := b.Exec.Command(ctx, "true", WithIdempotent()); err != nil {
+		t.Errorf("POST with WithIdempotent: %v", err)
+	}
+	if n := len(take()); n != 2 {
+		t.Errorf("POST with WithIdempotent: %d attempts", n)
+	}
+	fail.Store(0)
+
+	// Options of a call reach every request it makes.
+	if err := b.Files.DownloadDir(ctx, "/d", t.TempDir(), nil, WithHeader("X-Extra", "tree")); err == nil {
+		for _, r := range take() {
+			if r.extra != "tree" {
+				t.Errorf("a request of DownloadDir without the call's header: %+v", r)
+			}
+		}
+	}
+	take()
+
+	// What belongs to a client is refused for a call, before sending.
+	if _, err := b.Files.ReadText(ctx, "/x", WithBaseURL("http://elsewhere")); !errors.Is(err, ErrInvalid) {
+		t.Errorf("WithBaseURL on a call: %v", err)
+	}
+	if _, err := b.Files.ReadText(ctx, "/x", WithMaxRetries(-1)); !errors.Is(err, ErrInvalid) {
+		t.Errorf("WithMaxRetries(-1) on a call: %v", err)
+	}
+	if n := len(take()); n != 0 {
+		t.Errorf("%d requests sent by refused calls", n)
+	}
+	if _, err := NewClient(WithAPIKey("k"), WithIdempotent()); !errors.Is(err, ErrInvalid) {
+		t.Errorf("WithIdempotent on a client: %v", err)
 	}
 }

@@ -56,7 +56,8 @@ func publicURLFrom(u *gen.PublicURL) PublicURL {
 // replaces the credentials; the call is retried like an idempotent one,
 // since a repeat can at most replace credentials that were never
 // returned.
-func (b *Box) GetPublicURL(ctx context.Context, port int, params *PublicURLParams) (*PublicURL, error) {
+func (b *Box) GetPublicURL(ctx context.Context, port int, params *PublicURLParams, opts ...Option) (*PublicURL, error) {
+	ctx = withCallOptions(ctx, opts)
 	if err := checkPort(port); err != nil {
 		return nil, err
 	}
@@ -81,7 +82,8 @@ func (b *Box) GetPublicURL(ctx context.Context, port int, params *PublicURLParam
 }
 
 // ListPublicURLs returns the box's public URLs, with their credentials.
-func (b *Box) ListPublicURLs(ctx context.Context) ([]PublicURL, error) {
+func (b *Box) ListPublicURLs(ctx context.Context, opts ...Option) ([]PublicURL, error) {
+	ctx = withCallOptions(ctx, opts)
 	r, err := call[gen.PreviewsResponse](b.c.api.ListPreviews(ctx, b.id))
 	if err != nil {
 		return nil, err
@@ -96,7 +98,8 @@ func (b *Box) ListPublicURLs(ctx context.Context) ([]PublicURL, error) {
 // DeletePublicURL removes the public URL of port. On boxd it stops
 // working at once, open connections (WebSockets too) included. A port
 // without a public URL is a 404 *Error.
-func (b *Box) DeletePublicURL(ctx context.Context, port int) error {
+func (b *Box) DeletePublicURL(ctx context.Context, port int, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if err := checkPort(port); err != nil {
 		return err
 	}

@@ -178,7 +178,8 @@ type ScheduleUpdate struct {
 
 // Exec creates a schedule that runs a command (POST /schedules, type
 // exec) and returns it.
-func (s *Schedule) Exec(ctx context.Context, p *ExecScheduleParams) (*ScheduleInfo, error) {
+func (s *Schedule) Exec(ctx context.Context, p *ExecScheduleParams, opts ...Option) (*ScheduleInfo, error) {
+	ctx = withCallOptions(ctx, opts)
 	if p == nil || strings.TrimSpace(p.Cron) == "" {
 		return nil, invalidf("box: Cron is required")
 	}
@@ -194,7 +195,8 @@ func (s *Schedule) Exec(ctx context.Context, p *ExecScheduleParams) (*ScheduleIn
 // Agent creates a schedule that runs the box's agent with a prompt (POST
 // /schedules, type prompt) and returns it. Like [Agent.Run], it fails
 // with ErrNoAgent on a box without an agent.
-func (s *Schedule) Agent(ctx context.Context, p *AgentScheduleParams) (*ScheduleInfo, error) {
+func (s *Schedule) Agent(ctx context.Context, p *AgentScheduleParams, opts ...Option) (*ScheduleInfo, error) {
+	ctx = withCallOptions(ctx, opts)
 	if !s.b.hasAgent() {
 		return nil, ErrNoAgent
 	}
@@ -257,7 +259,8 @@ func millis(d time.Duration) int64 {
 
 // List returns the box's schedules, active and paused, oldest first
 // (GET /schedules).
-func (s *Schedule) List(ctx context.Context) ([]*ScheduleInfo, error) {
+func (s *Schedule) List(ctx context.Context, opts ...Option) ([]*ScheduleInfo, error) {
+	ctx = withCallOptions(ctx, opts)
 	list, err := call[[]gen.Schedule](s.b.c.api.ListSchedules(ctx, s.b.id))
 	if err != nil {
 		return nil, err
@@ -270,7 +273,8 @@ func (s *Schedule) List(ctx context.Context) ([]*ScheduleInfo, error) {
 }
 
 // Get returns one schedule (GET /schedules/{id}).
-func (s *Schedule) Get(ctx context.Context, id string) (*ScheduleInfo, error) {
+func (s *Schedule) Get(ctx context.Context, id string, opts ...Option) (*ScheduleInfo, error) {
+	ctx = withCallOptions(ctx, opts)
 	if err := checkID("schedule id", id); err != nil {
 		return nil, err
 	}
@@ -286,7 +290,8 @@ func (s *Schedule) Get(ctx context.Context, id string) (*ScheduleInfo, error) {
 // change it fails with an error matching ErrScheduleTypeChange, before any
 // request when this Box has seen the schedule (else the server answers
 // 400).
-func (s *Schedule) Update(ctx context.Context, id string, u *ScheduleUpdate) (*ScheduleInfo, error) {
+func (s *Schedule) Update(ctx context.Context, id string, u *ScheduleUpdate, opts ...Option) (*ScheduleInfo, error) {
+	ctx = withCallOptions(ctx, opts)
 	if err := checkID("schedule id", id); err != nil {
 		return nil, err
 	}
@@ -383,7 +388,8 @@ func (s *Schedule) checkType(id string, body *gen.UpdateScheduleRequest) error {
 // Pause stops a schedule from firing until Resume (POST
 // /schedules/{id}/pause). A run in progress goes on. Pausing a paused
 // schedule is not an error.
-func (s *Schedule) Pause(ctx context.Context, id string) error {
+func (s *Schedule) Pause(ctx context.Context, id string, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if err := checkID("schedule id", id); err != nil {
 		return err
 	}
@@ -393,7 +399,8 @@ func (s *Schedule) Pause(ctx context.Context, id string) error {
 // Resume makes a paused schedule fire again from its next activation
 // (POST /schedules/{id}/resume); activations missed while it was paused
 // are not made up for.
-func (s *Schedule) Resume(ctx context.Context, id string) error {
+func (s *Schedule) Resume(ctx context.Context, id string, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if err := checkID("schedule id", id); err != nil {
 		return err
 	}
@@ -402,7 +409,8 @@ func (s *Schedule) Resume(ctx context.Context, id string) error {
 
 // Delete deletes a schedule (DELETE /schedules/{id}). A run in progress
 // goes on; run records stay.
-func (s *Schedule) Delete(ctx context.Context, id string) error {
+func (s *Schedule) Delete(ctx context.Context, id string, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if err := checkID("schedule id", id); err != nil {
 		return err
 	}

@@ -50,7 +50,8 @@ type SessionParams struct {
 // logging) and is bounded by the request timeout as well as ctx. A
 // refused handshake is an *Error (401 for a wrong key, 404 for an unknown
 // box); a process that cannot start is a *session.ServerError.
-func (e *Exec) Session(ctx context.Context, params *SessionParams) (*session.Session, error) {
+func (e *Exec) Session(ctx context.Context, params *SessionParams, opts ...Option) (*session.Session, error) {
+	ctx = withCallOptions(ctx, opts)
 	if params == nil || (len(params.Argv) == 0 && params.Cmd == "") {
 		return nil, invalidf("box: session requires Cmd or Argv")
 	}

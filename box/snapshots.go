@@ -58,7 +58,8 @@ func snapshotFrom(s *gen.Snapshot) Snapshot {
 // snapshot list at the client's poll interval (two seconds by default)
 // until it is ready, ctx ends, or five minutes pass (ErrSnapshotTimeout).
 // A snapshot that fails gives ErrSnapshotFailed.
-func (b *Box) Snapshot(ctx context.Context, name string) (*Snapshot, error) {
+func (b *Box) Snapshot(ctx context.Context, name string, opts ...Option) (*Snapshot, error) {
+	ctx = withCallOptions(ctx, opts)
 	if strings.TrimSpace(name) == "" {
 		return nil, invalidf("box: snapshot name is required")
 	}
@@ -112,7 +113,8 @@ func (b *Box) waitSnapshot(ctx context.Context, s *Snapshot) error {
 }
 
 // ListSnapshots returns the box's snapshots (GET /v2/box/{id}/snapshots).
-func (b *Box) ListSnapshots(ctx context.Context) ([]Snapshot, error) {
+func (b *Box) ListSnapshots(ctx context.Context, opts ...Option) ([]Snapshot, error) {
+	ctx = withCallOptions(ctx, opts)
 	r, err := call[gen.SnapshotsResponse](b.c.api.ListSnapshots(ctx, b.id))
 	if err != nil {
 		return nil, err
@@ -126,7 +128,8 @@ func (b *Box) ListSnapshots(ctx context.Context) ([]Snapshot, error) {
 
 // DeleteSnapshot deletes one of the box's snapshots (DELETE
 // /v2/box/{id}/snapshots/{snapshotId}).
-func (b *Box) DeleteSnapshot(ctx context.Context, snapshotID string) error {
+func (b *Box) DeleteSnapshot(ctx context.Context, snapshotID string, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
 	if err := checkID("snapshot id", snapshotID); err != nil {
 		return err
 	}
@@ -139,7 +142,8 @@ func (b *Box) DeleteSnapshot(ctx context.Context, snapshotID string) error {
 // of is not changed. params are those of Create, and every one of them is
 // sent: agent, git identity and token, env, skills, MCP servers, browser
 // and the rest.
-func (c *Client) FromSnapshot(ctx context.Context, snapshotID string, params *CreateParams) (*Box, error) {
+func (c *Client) FromSnapshot(ctx context.Context, snapshotID string, params *CreateParams, opts ...Option) (*Box, error) {
+	ctx = withCallOptions(ctx, opts)
 	if err := checkID("snapshot id", snapshotID); err != nil {
 		return nil, err
 	}
@@ -178,7 +182,8 @@ func fromSnapshotRequest(r gen.CreateBoxRequest, snapshotID string) (gen.CreateB
 // one request (DELETE /v2/box/snapshots with {"ids": [...]}), and returns
 // how many the server deleted. An empty list, or a blank id, is an error:
 // it is never read as "all snapshots" (see [Client.DeleteAllSnapshots]).
-func (c *Client) DeleteSnapshots(ctx context.Context, ids ...string) (int, error) {
+func (c *Client) DeleteSnapshots(ctx context.Context, ids []string, opts ...Option) (int, error) {
+	ctx = withCallOptions(ctx, opts)
 	if len(ids) == 0 {
 		return 0, invalidf("box: DeleteSnapshots needs at least one snapshot id")
 	}
@@ -196,7 +201,8 @@ func (c *Client) DeleteSnapshots(ctx context.Context, ids ...string) (int, error
 
 // DeleteAllSnapshots deletes every snapshot of the account (DELETE
 // /v2/box/snapshots?all=true) and returns how many the server deleted.
-func (c *Client) DeleteAllSnapshots(ctx context.Context) (int, error) {
+func (c *Client) DeleteAllSnapshots(ctx context.Context, opts ...Option) (int, error) {
+	ctx = withCallOptions(ctx, opts)
 	all := true
 	r, err := call[gen.DeleteSnapshotsResponse](c.api.DeleteSnapshots(ctx, &gen.DeleteSnapshotsParams{All: &all}, gen.DeleteSnapshotsRequest{}))
 	if err != nil {

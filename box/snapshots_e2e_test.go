@@ -163,7 +163,7 @@ func TestDeleteSnapshotsAccountWide(t *testing.T) {
 
 	// Empty and blank lists are refused by the client, and by the server.
 	for _, bad := range [][]string{nil, {""}, {ids[0], " "}} {
-		if _, err := c.DeleteSnapshots(ctx, bad...); err == nil || box.StatusCode(err) != 0 {
+		if _, err := c.DeleteSnapshots(ctx, bad); err == nil || box.StatusCode(err) != 0 {
 			t.Errorf("DeleteSnapshots(%q) = %v, want a client-side error", bad, err)
 		}
 	}
@@ -179,7 +179,7 @@ func TestDeleteSnapshotsAccountWide(t *testing.T) {
 	}
 
 	// By id: one from box a, and an unknown one that is not counted.
-	if n, err := c.DeleteSnapshots(ctx, ids[0], "snap-unknown"); err != nil || n != 1 {
+	if n, err := c.DeleteSnapshots(ctx, []string{ids[0], "snap-unknown"}); err != nil || n != 1 {
 		t.Errorf("DeleteSnapshots = %d, %v; want 1", n, err)
 	}
 	if list, _ := a.ListSnapshots(ctx); len(list) != 1 || list[0].ID != ids[1] {
@@ -228,7 +228,7 @@ func TestSnapshotNotFound(t *testing.T) {
 		t.Error("a snapshot without a name was sent")
 	}
 
-	if n, err := c.DeleteSnapshots(ctx, s.ID); err != nil || n != 1 {
+	if n, err := c.DeleteSnapshots(ctx, []string{s.ID}); err != nil || n != 1 {
 		t.Fatalf("DeleteSnapshots = %d, %v", n, err)
 	}
 	_, err = c.FromSnapshot(ctx, s.ID, nil)

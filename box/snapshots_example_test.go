@@ -35,7 +35,7 @@ func ExampleBox_Snapshot() {
 	text, _ := restored.Files.ReadText(ctx, "state.txt")
 	fmt.Println(text)
 
-	n, err := client.DeleteSnapshots(ctx, snap.ID)
+	n, err := client.DeleteSnapshots(ctx, []string{snap.ID})
 	fmt.Println(n, err)
 	// Output:
 	// after-setup ready

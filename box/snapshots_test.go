@@ -240,14 +240,14 @@ func TestDeleteSnapshotsRequests(t *testing.T) {
 		writeJSON(w, map[string]any{"deleted": 3})
 	})
 	ctx := t.Context()
-	if n, err := c.DeleteSnapshots(ctx, "snap-1", "snap-2"); err != nil || n != 3 {
+	if n, err := c.DeleteSnapshots(ctx, []string{"snap-1", "snap-2"}); err != nil || n != 3 {
 		t.Errorf("DeleteSnapshots = %d, %v", n, err)
 	}
 	if n, err := c.DeleteAllSnapshots(ctx); err != nil || n != 3 {
 		t.Errorf("DeleteAllSnapshots = %d, %v", n, err)
 	}
 	for _, ids := range [][]string{nil, {}, {""}, {"snap-1", "  "}} {
-		if _, err := c.DeleteSnapshots(ctx, ids...); err == nil {
+		if _, err := c.DeleteSnapshots(ctx, ids); err == nil {
 			t.Errorf("DeleteSnapshots(%q) was sent", ids)
 		}
 	}

@@ -167,7 +167,8 @@ func decodeOutput(out string, rs *jsonschema.Resolved, dst any) error {
 // match is an *OutputError naming the field and showing the output's
 // start; like every failed attempt it is retried MaxRetries times.
 // Webhook is not supported.
-func RunAs[T any](ctx context.Context, a *Agent, p *AgentParams) (T, *Run, error) {
+func RunAs[T any](ctx context.Context, a *Agent, p *AgentParams, opts ...Option) (T, *Run, error) {
+	ctx = withCallOptions(ctx, opts)
 	var zero T
 	if err := a.check(p); err != nil {
 		return zero, nil, err
@@ -192,7 +193,8 @@ func RunAs[T any](ctx context.Context, a *Agent, p *AgentParams) (T, *Run, error
 
 // RunJSON runs the agent with a raw JSON schema (whose root must describe
 // an object) and returns the output as a map, checked against the schema.
-func (a *Agent) RunJSON(ctx context.Context, p *AgentParams, schema map[string]any) (map[string]any, *Run, error) {
+func (a *Agent) RunJSON(ctx context.Context, p *AgentParams, schema map[string]any, opts ...Option) (map[string]any, *Run, error) {
+	ctx = withCallOptions(ctx, opts)
 	if err := a.check(p); err != nil {
 		return nil, nil, err
 	}

@@ -25,6 +25,10 @@ import (
 // responses as responses (the last one, once retries are exhausted) and
 // reserves errors for requests that got no response.
 type transport struct {
+	// cfg is the client's configuration, which a call's own options
+	// change for that call (see forCall).
+	cfg        clientConfig
+	idempotent bool // set for one call by WithIdempotent
 	client     *http.Client
 	header     http.Header // added to each request unless the request sets the key itself
 	timeout    time.Duration
@@ -58,11 +62,50 @@ func isIdempotent(ctx context.Context) bool {
 // close the body of the returned response. req itself is not modified; its
 // body is consumed, and replayed on retries through req.GetBody.
 func (t *transport) Do(req *http.Request) (*http.Response, error) {
+	if opts := callOptions(req.Context()); len(opts) > 0 {
+		ct, err := t.forCall(opts)
+		if err != nil {
+			return nil, fmt.Errorf("box: %s %s: %w", req.Method, req.URL.EscapedPath(), err)
+		}
+		return ct.do(req)
+	}
+	return t.do(req)
+}
+
+// forCall returns the transport of one call: the client's, changed by the
+// call's own options.
+func (t *transport) forCall(opts []Option) (*transport, error) {
+	cfg := t.cfg
+	cfg.header = t.cfg.header.Clone()
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	if cfg.baseURL != t.cfg.baseURL || cfg.httpClient != t.cfg.httpClient || cfg.logger != t.cfg.logger || cfg.telemetry != t.cfg.telemetry {
+		return nil, invalidf("box: WithBaseURL, WithHTTPClient, WithLogger and WithTelemetry apply to a Client, not to one call")
+	}
+	idem := cfg.idempotent
+	cfg.idempotent = false
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ct := *t
+	ct.timeout, ct.maxRetries, ct.idempotent = cfg.requestTimeout, cfg.maxRetries, idem
+	ct.header = t.header.Clone()
+	ct.header.Set(headerAPIKey, cfg.apiKey)
+	for k, vs := range cfg.header {
+		ct.header[k] = append([]string(nil), vs...)
+	}
+	return &ct, nil
+}
+
+func (t *transport) do(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	path := req.URL.EscapedPath()
 	// A request can be sent again only if its body can be produced again.
 	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
-	safe := safeMethod(req.Method) || isIdempotent(ctx)
+	safe := safeMethod(req.Method) || isIdempotent(ctx) || t.idempotent
 
 	for attempt := 0; ; attempt++ {
 		if ctx.Err() != nil {

@@ -20,7 +20,6 @@ package ephemeral
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -63,7 +62,7 @@ func (p *CreateParams) ttlSeconds() (int64, error) {
 		return 0, nil
 	}
 	if p.TTL < time.Second || p.TTL > MaxTTL {
-		return 0, fmt.Errorf("ephemeral: TTL %v is out of range: use 0 for the default, or 1s to %v", p.TTL, MaxTTL)
+		return 0, invalidf("ephemeral: TTL %v is out of range: use 0 for the default, or 1s to %v", p.TTL, MaxTTL)
 	}
 	return int64((p.TTL + time.Second - 1) / time.Second), nil
 }
@@ -78,33 +77,33 @@ func (p *CreateParams) boxParams() *box.CreateParams {
 // newEphemeral is package box's constructor of ephemeral boxes (see
 // internal/boxlink). Package box is initialised before this package, so
 // the link is in place.
-var newEphemeral = boxlink.NewEphemeral.(func(context.Context, *box.Client, *box.CreateParams, int64, string) (*box.Box, error))
+var newEphemeral = boxlink.NewEphemeral.(func(context.Context, *box.Client, *box.CreateParams, int64, string, []box.Option) (*box.Box, error))
 
 // Create creates an ephemeral box (POST /v2/box with "ephemeral": true)
 // and returns it ready. A TTL out of range is refused before any request.
-func Create(ctx context.Context, c *box.Client, params *CreateParams) (*Box, error) {
-	return create(ctx, c, "", params)
+func Create(ctx context.Context, c *box.Client, params *CreateParams, opts ...box.Option) (*Box, error) {
+	return create(ctx, c, "", params, opts)
 }
 
 // FromSnapshot creates an ephemeral box whose filesystem is the
 // snapshot's (POST /v2/box/from-snapshot with "ephemeral": true). The box
 // the snapshot was taken of is not changed.
-func FromSnapshot(ctx context.Context, c *box.Client, snapshotID string, params *CreateParams) (*Box, error) {
+func FromSnapshot(ctx context.Context, c *box.Client, snapshotID string, params *CreateParams, opts ...box.Option) (*Box, error) {
 	if strings.TrimSpace(snapshotID) == "" {
-		return nil, errors.New("ephemeral: snapshot id is required")
+		return nil, invalidf("ephemeral: snapshot id is required")
 	}
-	return create(ctx, c, snapshotID, params)
+	return create(ctx, c, snapshotID, params, opts)
 }
 
-func create(ctx context.Context, c *box.Client, snapshotID string, params *CreateParams) (*Box, error) {
+func create(ctx context.Context, c *box.Client, snapshotID string, params *CreateParams, opts []box.Option) (*Box, error) {
 	if c == nil {
-		return nil, errors.New("ephemeral: a *box.Client is required")
+		return nil, invalidf("ephemeral: a *box.Client is required")
 	}
 	ttl, err := params.ttlSeconds()
 	if err != nil {
 		return nil, err
 	}
-	b, err := newEphemeral(ctx, c, params.boxParams(), ttl, snapshotID)
+	b, err := newEphemeral(ctx, c, params.boxParams(), ttl, snapshotID, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -116,11 +115,21 @@ func create(ctx context.Context, c *box.Client, snapshotID string, params *Creat
 // name is the general box lookup. Its Info().Ephemeral and
 // Info().ExpiresAt tell an ephemeral box apart; the agent, git, skills and
 // other calls an ephemeral box does not support fail on the server.
-func GetByName(ctx context.Context, c *box.Client, name string) (*box.Box, error) {
+func GetByName(ctx context.Context, c *box.Client, name string, opts ...box.Option) (*box.Box, error) {
 	if c == nil {
-		return nil, errors.New("ephemeral: a *box.Client is required")
+		return nil, invalidf("ephemeral: a *box.Client is required")
 	}
-	return c.GetByName(ctx, name, nil)
+	return c.GetByName(ctx, name, nil, opts...)
+}
+
+// invalidError is an error of a call's arguments: it matches box.ErrInvalid.
+type invalidError struct{ msg string }
+
+func (e *invalidError) Error() string        { return e.msg }
+func (e *invalidError) Is(target error) bool { return target == box.ErrInvalid }
+
+func invalidf(format string, args ...any) error {
+	return &invalidError{msg: fmt.Sprintf(format, args...)}
 }
 
 // Box is a handle to an ephemeral box. Its methods are safe for concurrent
@@ -159,26 +168,30 @@ func (e *Box) NetworkPolicy() box.NetworkPolicy { return e.b.Info().NetworkPolic
 func (e *Box) Cwd() string { return e.b.Cwd() }
 
 // Cd changes the tracked working directory, as [box.Box.Cd] does.
-func (e *Box) Cd(ctx context.Context, path string) error { return e.b.Cd(ctx, path) }
+func (e *Box) Cd(ctx context.Context, path string, opts ...box.Option) error {
+	return e.b.Cd(ctx, path, opts...)
+}
 
 // Status returns the box's current status.
-func (e *Box) Status(ctx context.Context) (box.Status, error) { return e.b.Status(ctx) }
+func (e *Box) Status(ctx context.Context, opts ...box.Option) (box.Status, error) {
+	return e.b.Status(ctx, opts...)
+}
 
 // Delete deletes the box, its processes and its files now.
-func (e *Box) Delete(ctx context.Context) error { return e.b.Delete(ctx) }
+func (e *Box) Delete(ctx context.Context, opts ...box.Option) error { return e.b.Delete(ctx, opts...) }
 
 // Snapshot saves the box's filesystem under name, as [box.Box.Snapshot]
 // does.
-func (e *Box) Snapshot(ctx context.Context, name string) (*box.Snapshot, error) {
-	return e.b.Snapshot(ctx, name)
+func (e *Box) Snapshot(ctx context.Context, name string, opts ...box.Option) (*box.Snapshot, error) {
+	return e.b.Snapshot(ctx, name, opts...)
 }
 
 // ListSnapshots returns the box's snapshots.
-func (e *Box) ListSnapshots(ctx context.Context) ([]box.Snapshot, error) {
-	return e.b.ListSnapshots(ctx)
+func (e *Box) ListSnapshots(ctx context.Context, opts ...box.Option) ([]box.Snapshot, error) {
+	return e.b.ListSnapshots(ctx, opts...)
 }
 
 // DeleteSnapshot deletes one of the box's snapshots.
-func (e *Box) DeleteSnapshot(ctx context.Context, snapshotID string) error {
-	return e.b.DeleteSnapshot(ctx, snapshotID)
+func (e *Box) DeleteSnapshot(ctx context.Context, snapshotID string, opts ...box.Option) error {
+	return e.b.DeleteSnapshot(ctx, snapshotID, opts...)
 }

@@ -7,11 +7,11 @@ package boxlink
 
 // NewEphemeral holds box's
 //
-//	func(ctx context.Context, c *box.Client, p *box.CreateParams, ttl int64, snapshotID string) (*box.Box, error)
+//	func(ctx context.Context, c *box.Client, p *box.CreateParams, ttl int64, snapshotID string, opts []box.Option) (*box.Box, error)
 //
 // It creates an ephemeral box with the name, labels, size, runtime, env,
 // attach headers and network policy of p (other fields are ignored), a
 // lifetime of ttl seconds (0: the server's default), restored from
-// snapshotID unless that is empty. It is typed any because this package
-// cannot import box, which imports it.
+// snapshotID unless that is empty, with opts as the call's options. It is
+// typed any because this package cannot import box, which imports it.
 var NewEphemeral any
