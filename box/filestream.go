@@ -23,8 +23,8 @@ import (
 // TransferParams configures a streaming transfer.
 type TransferParams struct {
 	// Progress, when set, is called as bytes move: done so far, and the
-	// total when it is known (-1 otherwise). It is called from the
-	// goroutine doing the transfer, often: keep it quick.
+	// total when it is known (-1 otherwise). It is called often, never
+	// from two goroutines at once: keep it quick.
 	Progress func(done, total int64)
 }
 
@@ -419,12 +419,13 @@ func (f *Files) DownloadDir(ctx context.Context, remote, local string, params *T
 	progress := params.progress()
 	var mu sync.Mutex
 	var done int64
+	// The files come in on several goroutines; Progress is called from
+	// one at a time.
 	report := func(n int64) {
 		mu.Lock()
+		defer mu.Unlock()
 		done += n
-		d := done
-		mu.Unlock()
-		progress(d, total)
+		progress(done, total)
 	}
 	// A few files at a time: many small files are bound by round trips.
 	work := make(chan file)
