@@ -1,0 +1,144 @@
+// Package boxdcli is boxd's command line: cmd/boxd runs it, and so does
+// `box serve`, so that one binary gives a user both the client and the
+// local backend.
+package boxdcli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/upstash/box-go/local"
+)
+
+// Main runs boxd with args (without the program name) until it is told
+// to stop (SIGINT, SIGTERM), printing to stdout what a user needs to
+// connect and its log to stderr. It returns the process's exit code.
+func Main(name string, args []string, stdout, stderr io.Writer) int {
+	if err := run(name, args, stdout, stderr); err != nil {
+		var ue usageError
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.As(err, &ue):
+			return 2 // the flag package has said what is wrong
+		}
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "boxd:") {
+			msg = "boxd: " + msg
+		}
+		fmt.Fprintln(stderr, msg)
+		return 1
+	}
+	return 0
+}
+
+func run(name string, args []string, stdout, stderr io.Writer) error {
+	fl := flag.NewFlagSet(name, flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	defaultData := filepath.Join(os.TempDir(), "boxd")
+	if d, err := os.UserCacheDir(); err == nil {
+		defaultData = filepath.Join(d, "boxd")
+	}
+	addr := fl.String("addr", "127.0.0.1:8989", "address to listen on")
+	data := fl.String("data", defaultData, "state directory (database and box files)")
+	apiKey := fl.String("api-key", "", "API key clients must send; visible to every user of this machine, prefer -api-key-file or $UPSTASH_BOX_API_KEY")
+	apiKeyFile := fl.String("api-key-file", "", "file holding the API key clients must send (default: $UPSTASH_BOX_API_KEY, or a random key that is printed)")
+	isolation := fl.String("isolation", local.IsolationBwrap, "box isolation: bwrap, or none (no isolation at all)")
+	githubURL := fl.String("github-url", "https://github.com", "GitHub for git clone of owner/repo, the box's git token, pull requests and issues")
+	githubAPIURL := fl.String("github-api-url", "", "GitHub REST API (default https://api.github.com, or {github-url}/api/v3 for another -github-url)")
+	hostLoopback := fl.Bool("allow-host-loopback", false, "let boxes reach services on this machine's loopback (127.0.0.1, host.boxd.internal) where their network policy allows; boxd's own API stays out of reach")
+	verbose := fl.Bool("v", false, "log debug messages")
+	if err := fl.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fl.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", name, fl.Arg(0))
+		fl.Usage()
+		return usageError{fmt.Errorf("unexpected argument %q", fl.Arg(0))}
+	}
+
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	key, err := apiKeyFrom(*apiKey, *apiKeyFile, log)
+	if err != nil {
+		return err
+	}
+	generated := false
+	if key == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		key = "box_local_" + hex.EncodeToString(b[:])
+		generated = true
+	}
+	// Signals are handled from here on, so that boxd always shuts down
+	// cleanly once it has said it is listening.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv, err := local.New(local.Config{DataDir: *data, APIKey: key, Isolation: *isolation, Logger: log, GitHubURL: *githubURL, GitHubAPIURL: *githubAPIURL, AllowHostLoopback: *hostLoopback})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	l, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	url := "http://" + l.Addr().String()
+	fmt.Fprintf(stdout, "boxd listening on %s (data %s, isolation %s)\n", url, *data, *isolation)
+	if generated {
+		fmt.Fprintf(stdout, "API key: %s\n", key)
+	}
+	fmt.Fprintf(stdout, "export UPSTASH_BOX_BASE_URL=%s\n", url)
+	return srv.Serve(ctx, l)
+}
+
+// usageError is a command line that could not be parsed.
+type usageError struct{ error }
+
+// apiKeyFrom returns the API key: from the file, from the flag (with a
+// warning), or from $UPSTASH_BOX_API_KEY; "" when none is given.
+func apiKeyFrom(flagKey, file string, log *slog.Logger) (string, error) {
+	switch {
+	case flagKey != "" && file != "":
+		return "", errors.New("give -api-key or -api-key-file, not both")
+	case file != "":
+		fi, err := os.Stat(file)
+		if err != nil {
+			return "", fmt.Errorf("-api-key-file: %w", err)
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			log.Warn("the API key file can be read by other users of this machine; chmod 600 it", "file", file)
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("-api-key-file: %w", err)
+		}
+		key := strings.TrimSpace(string(b))
+		if key == "" || strings.ContainsAny(key, "\r\n") {
+			return "", fmt.Errorf("-api-key-file: %s must hold the key alone, on one line", file)
+		}
+		return key, nil
+	case flagKey != "":
+		log.Warn("the API key given with -api-key is visible to every user of this machine (ps); give it in $UPSTASH_BOX_API_KEY or with -api-key-file")
+		return flagKey, nil
+	}
+	return os.Getenv("UPSTASH_BOX_API_KEY"), nil
+}
