@@ -24,17 +24,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"golang.org/x/term"
 
 	"github.com/upstash/box-go/box"
 	"github.com/upstash/box-go/examples/internal/backend"
-	"github.com/upstash/box-go/session"
+	"github.com/upstash/box-go/internal/terminal"
 )
 
 func main() {
@@ -83,81 +80,15 @@ func run(boxID string) (int, error) {
 		fmt.Fprintf(os.Stderr, "created box %s\n", b.ID())
 	}
 
-	stdinFd := int(os.Stdin.Fd())
-	interactive := term.IsTerminal(stdinFd)
-	params := &box.SessionParams{Argv: []string{"bash", "-l"}}
-	if interactive {
-		params.TTY = true
-		params.Rows, params.Cols = termSize()
-		if t := os.Getenv("TERM"); t != "" {
-			params.Env = []string{"TERM=" + t}
-		}
-	}
-	s, err := b.Exec.Session(ctx, params)
-	if err != nil {
-		return 1, err
-	}
-	defer s.Close()
-
-	if interactive {
-		old, err := term.MakeRaw(stdinFd)
-		if err != nil {
-			return 1, err
-		}
-		defer term.Restore(stdinFd, old)
-		stopResize := onResize(func() {
-			rows, cols := termSize()
-			_ = s.Resize(ctx, rows, cols)
-		})
-		defer stopResize()
-	}
-
-	// Signals sent to this process: an interrupt goes on to the box (in
-	// raw mode Ctrl-C is a key, and arrives as one); a termination hangs
-	// up.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
-	go func() {
-		for sig := range sigs {
-			if sig == os.Interrupt {
-				_ = s.Signal(ctx, "INT")
-				continue
-			}
-			s.Close()
-			return
-		}
-	}()
-
-	// Keys or piped commands go to the box; end of input is sent as
-	// end of input. This goroutine may stay blocked reading standard
-	// input after the shell has exited; the program exits anyway.
-	go func() {
-		_, _ = io.Copy(s.Stdin, os.Stdin)
-		_ = s.Stdin.Close()
-	}()
-	done := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(os.Stderr, s.Stderr)
-		close(done)
-	}()
-	_, _ = io.Copy(os.Stdout, s.Stdout)
-	<-done
-
-	code, err := s.Wait(ctx)
-	if errors.Is(err, session.ErrClosed) {
-		return 129, errors.New("hung up")
+	code, err := terminal.Run(ctx, b, terminal.Params{
+		Argv:   []string{"bash", "-l"},
+		Stdin:  os.Stdin,
+		Stdout: os.Stdout,
+		Stderr: os.Stderr,
+		TTY:    term.IsTerminal(int(os.Stdin.Fd())),
+	})
+	if errors.Is(err, terminal.ErrHungUp) {
+		return code, errors.New("hung up")
 	}
 	return code, err
-}
-
-// termSize returns the size of the terminal on standard output (or
-// input), or 0×0 for the server's default.
-func termSize() (rows, cols int) {
-	for _, f := range []*os.File{os.Stdout, os.Stdin} {
-		if w, h, err := term.GetSize(int(f.Fd())); err == nil {
-			return h, w
-		}
-	}
-	return 0, 0
 }

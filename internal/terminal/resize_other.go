@@ -1,6 +1,6 @@
 //go:build !unix
 
-package main
+package terminal
 
 // onResize does nothing where there is no SIGWINCH: the box's terminal
 // keeps the size it started with.

@@ -1,0 +1,215 @@
+// Command box is the command-line client of Upstash Box: everything the
+// official REPL CLI (@upstash/box-cli) does, plus shell, exec, cp and logs,
+// and boxd itself (box serve), in one binary. It is built on the public
+// SDK alone.
+//
+//	go install github.com/upstash/box-go/cmd/box@latest
+//
+//	box create --runtime node        # a new box, then its REPL
+//	box ls                           # the account's boxes
+//	box exec <id> -- npm test        # exits with the command's status
+//	box cp ./src <id>:/workspace/home/src
+//	box shell <id>                   # an interactive shell in the box
+//	box serve                        # boxd, the local backend
+//
+// The API key comes from --token or UPSTASH_BOX_API_KEY, the endpoint from
+// UPSTASH_BOX_BASE_URL (the cloud by default). Every command that prints
+// data takes --json.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/upstash/box-go/box"
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// app is one run of the command.
+type app struct {
+	stdin          *os.File
+	stdout, stderr io.Writer
+	token          string
+	json           bool
+	client         *box.Client
+}
+
+// exitError ends the command with a status of its own (box exec returns
+// the command's).
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func (u usageError) Unwrap() error { return u.error }
+
+// usageError is a command line that could not be understood.
+type usageError struct{ error }
+
+func run(ctx context.Context, args []string, stdin *os.File, stdout, stderr io.Writer) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := a.root()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	var ee exitError
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &ue) || cobraUsage(err):
+		fmt.Fprintf(stderr, "box: %v\nRun 'box --help' for usage.\n", strings.TrimPrefix(err.Error(), "box: "))
+		return 2
+	}
+	fmt.Fprintln(stderr, "box: "+strings.TrimPrefix(a.redact(err.Error()), "box: "))
+	return 1
+}
+
+// cobraUsage reports whether err is cobra's own complaint about the
+// command line (it has no error type for them).
+func cobraUsage(err error) bool {
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "invalid argument", "required flag", "flag needs an argument", "if any flags in the group"} {
+		if strings.HasPrefix(err.Error(), p) {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *app) root() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "box",
+		Short:         "Work with Upstash Box sandboxes: on the cloud, or on boxd",
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.PersistentFlags().StringVar(&a.token, "token", "", "API key (default $UPSTASH_BOX_API_KEY)")
+	root.PersistentFlags().BoolVar(&a.json, "json", false, "print data as JSON, for scripts")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(
+		a.createCmd(), a.connectCmd(), a.fromSnapshotCmd(),
+		a.listCmd(), a.getCmd(), a.rmCmd(), a.pauseCmd(), a.resumeCmd(), a.statusCmd(),
+		a.snapshotCmd(), a.urlCmd(), a.logsCmd(), a.envCmd(),
+		a.execCmd(), a.shellCmd(), a.cpCmd(),
+		a.initDemoCmd(), a.serveCmd(),
+	)
+	return root
+}
+
+// api returns the client, made on first use.
+func (a *app) api() (*box.Client, error) {
+	if a.client != nil {
+		return a.client, nil
+	}
+	var opts []box.Option
+	if a.token != "" {
+		opts = append(opts, box.WithAPIKey(a.token))
+	}
+	c, err := box.NewClient(opts...)
+	if errors.Is(err, box.ErrNoAPIKey) {
+		return nil, errors.New("no API key: pass --token or set UPSTASH_BOX_API_KEY")
+	}
+	if err != nil {
+		return nil, err
+	}
+	a.client = c
+	return c, nil
+}
+
+// getBox returns the box with the given id or name.
+func (a *app) getBox(ctx context.Context, id string) (*box.Box, error) {
+	c, err := a.api()
+	if err != nil {
+		return nil, err
+	}
+	return c.Get(ctx, id, nil)
+}
+
+// redact removes the API key from text that is printed.
+func (a *app) redact(s string) string {
+	for _, k := range []string{a.token, os.Getenv("UPSTASH_BOX_API_KEY")} {
+		if len(k) >= 4 {
+			s = strings.ReplaceAll(s, k, "[redacted]")
+		}
+	}
+	return s
+}
+
+// printJSON writes v as indented JSON.
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// table writes rows under headers, aligned.
+func (a *app) table(headers []string, rows [][]string) error {
+	w := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	if a.color() {
+		for i, h := range headers {
+			headers[i] = "\x1b[1m" + h + "\x1b[0m"
+		}
+	}
+	fmt.Fprintln(w, strings.Join(headers, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(w, strings.Join(r, "\t"))
+	}
+	return w.Flush()
+}
+
+// color reports whether output may be coloured: a terminal, without
+// NO_COLOR.
+func (a *app) color() bool {
+	if _, ok := os.LookupEnv("NO_COLOR"); ok {
+		return false
+	}
+	f, ok := a.stdout.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// interactive reports whether standard input is a terminal.
+func (a *app) interactive() bool {
+	return a.stdin != nil && term.IsTerminal(int(a.stdin.Fd()))
+}
+
+// paint wraps s in an ANSI colour when output may be coloured.
+func (a *app) paint(code, s string) string {
+	if !a.color() {
+		return s
+	}
+	return "\x1b[" + code + "m" + s + "\x1b[0m"
+}
+
+// args checks a command's positional arguments.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError{fmt.Errorf("expected %s", what)}
+		}
+		return nil
+	}
+}
+
+func rangeArgs(lo, hi int, what string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) < lo || len(args) > hi {
+			return usageError{fmt.Errorf("expected %s", what)}
+		}
+		return nil
+	}
+}
