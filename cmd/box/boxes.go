@@ -44,6 +44,33 @@ func viewOf(in box.Info) boxView {
 	}
 }
 
+// snapshotView is a snapshot as the CLI prints it in JSON.
+type snapshotView struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	BoxID     string    `json:"box_id"`
+	SizeBytes int64     `json:"size_bytes"`
+	Status    string    `json:"status"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// urlView is a public URL as the CLI prints it in JSON.
+type urlView struct {
+	URL      string `json:"url"`
+	Port     int    `json:"port"`
+	Token    string `json:"token,omitempty"`
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
+}
+
+// logView is a log entry as the CLI prints it in JSON, one per line.
+type logView struct {
+	Timestamp time.Time `json:"timestamp"`
+	Level     string    `json:"level"`
+	Source    string    `json:"source"`
+	Message   string    `json:"message"`
+}
+
 // createFlags are the flags of create and from-snapshot.
 type createFlags struct {
 	runtime, size, name     string
@@ -65,7 +92,8 @@ func (f *createFlags) register(c *cobra.Command) {
 	c.Flags().BoolVar(&f.noREPL, "no-repl", false, "do not start the REPL afterwards")
 }
 
-func (f *createFlags) params() (*box.CreateParams, error) {
+func (f *createFlags) params(a *app) (*box.CreateParams, error) {
+	a.secrets = append(a.secrets, f.agentKey, f.gitKey)
 	p := &box.CreateParams{Name: f.name, Labels: f.labels, Size: box.Size(f.size), Runtime: box.Runtime(f.runtime), KeepAlive: f.keepAlive}
 	if len(f.env) > 0 {
 		p.Env = map[string]string{}
@@ -145,7 +173,7 @@ func (a *app) createCmd() *cobra.Command {
 		Short: "Create a box, then open its REPL",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := f.params()
+			p, err := f.params(a)
 			if err != nil {
 				return err
 			}
@@ -172,7 +200,7 @@ func (a *app) fromSnapshotCmd() *cobra.Command {
 		Short: "Create a box from a snapshot, then open its REPL",
 		Args:  exactArgs(1, "a snapshot id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := f.params()
+			p, err := f.params(a)
 			if err != nil {
 				return err
 			}
@@ -420,7 +448,7 @@ func (a *app) snapshotCmd() *cobra.Command {
 				return err
 			}
 			if a.json {
-				return a.printJSON(s)
+				return a.printJSON(snapshotView{s.ID, s.Name, s.BoxID, s.SizeBytes, string(s.Status), s.CreatedAt})
 			}
 			fmt.Fprintf(a.stdout, "snapshot %s (%s, %d bytes)\n", s.ID, s.Name, s.SizeBytes)
 			return nil
@@ -449,7 +477,7 @@ func (a *app) urlCmd() *cobra.Command {
 				return err
 			}
 			if a.json {
-				return a.printJSON(u)
+				return a.printJSON(urlView{u.URL, u.Port, u.Token, u.Username, u.Password})
 			}
 			fmt.Fprintln(a.stdout, u.URL)
 			return nil
@@ -511,7 +539,7 @@ func (a *app) printLogs(ctx context.Context, b *box.Box, skip int) (int, error) 
 		}
 		n++
 		if a.json {
-			if err := a.printJSONLine(e); err != nil {
+			if err := a.printJSONLine(logView{e.Timestamp, e.Level, e.Source, e.Message}); err != nil {
 				return n, err
 			}
 			continue

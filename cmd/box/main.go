@@ -44,6 +44,9 @@ type app struct {
 	token          string
 	json           bool
 	client         *box.Client
+	// secrets are values given on the command line that are never
+	// printed (provider keys, git tokens).
+	secrets []string
 }
 
 // exitError ends the command with a status of its own (box exec returns
@@ -142,7 +145,7 @@ func (a *app) getBox(ctx context.Context, id string) (*box.Box, error) {
 
 // redact removes the API key from text that is printed.
 func (a *app) redact(s string) string {
-	for _, k := range []string{a.token, os.Getenv("UPSTASH_BOX_API_KEY")} {
+	for _, k := range append([]string{a.token, os.Getenv("UPSTASH_BOX_API_KEY")}, a.secrets...) {
 		if len(k) >= 4 {
 			s = strings.ReplaceAll(s, k, "[redacted]")
 		}

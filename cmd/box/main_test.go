@@ -141,10 +141,10 @@ func TestBoxCommands(t *testing.T) {
 	// A snapshot, and a box made from it.
 	mustCLI(t, srv, "", "exec", id, "--", "sh", "-c", "echo kept > kept.txt")
 	var snap map[string]any
-	if err := json.Unmarshal([]byte(mustCLI(t, srv, "", "snapshot", id, "--name", "s1", "--json")), &snap); err != nil || snap["Name"] != "s1" {
+	if err := json.Unmarshal([]byte(mustCLI(t, srv, "", "snapshot", id, "--name", "s1", "--json")), &snap); err != nil || snap["name"] != "s1" || snap["box_id"] != id {
 		t.Fatalf("snapshot = %v, %v", snap, err)
 	}
-	out = mustCLI(t, srv, "", "from-snapshot", snap["ID"].(string), "--no-repl")
+	out = mustCLI(t, srv, "", "from-snapshot", snap["id"].(string), "--no-repl")
 	id2 := strings.TrimSpace(strings.TrimPrefix(out, "created box "))
 	if got := mustCLI(t, srv, "", "exec", id2, "--", "cat", "kept.txt"); got != "kept\n" {
 		t.Errorf("the restored box has %q", got)
@@ -154,6 +154,17 @@ func TestBoxCommands(t *testing.T) {
 	}
 	if got := mustCLI(t, srv, "", "logs", id); !strings.Contains(got, "box created") || !strings.Contains(got, "snapshot") {
 		t.Errorf("logs = %q", got)
+	}
+	var u map[string]any
+	if err := json.Unmarshal([]byte(mustCLI(t, srv, "", "url", id, "3000", "--json")), &u); err != nil || u["port"] != 3000.0 || !strings.HasPrefix(u["url"].(string), "http") {
+		t.Errorf("url --json = %v, %v", u, err)
+	}
+	logLines := strings.Split(strings.TrimSpace(mustCLI(t, srv, "", "logs", id, "--json")), "\n")
+	for _, l := range logLines {
+		var e map[string]any
+		if err := json.Unmarshal([]byte(l), &e); err != nil || e["message"] == "" || e["level"] == "" {
+			t.Errorf("logs --json line %q: %v", l, err)
+		}
 	}
 	mustCLI(t, srv, "", "env", "set", "ACCOUNT_WIDE=1")
 	if got := mustCLI(t, srv, "", "env"); !strings.Contains(got, "ACCOUNT_WIDE") || strings.Contains(got, "=1") {
@@ -182,9 +193,11 @@ func TestErrors(t *testing.T) {
 		{[]string{"exec", "box-x", "ls"}, 2, "--"},
 		{[]string{"create", "--env", "nokey"}, 2, "KEY=VALUE"},
 		{[]string{"cp", "a", "b"}, 2, "one side"},
+		{[]string{"create", "--agent-api-key", "sk-ant-secret-value"}, 2, "--agent-model"},
+		{[]string{"create", "--runtime", "cobol", "--git-token", "ghp_secret_value"}, 1, "runtime"},
 	} {
 		r := cli(t, srv, "", tc.args...)
-		if r.code != tc.code || !strings.Contains(r.stderr, tc.in) {
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.in) || strings.Contains(r.stdout+r.stderr, "secret_value") || strings.Contains(r.stdout+r.stderr, "secret-value") {
 			t.Errorf("box %q = exit %d, stderr %q; want %d mentioning %q", tc.args, r.code, r.stderr, tc.code, tc.in)
 		}
 	}
