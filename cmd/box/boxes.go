@@ -167,38 +167,28 @@ func (a *app) started(ctx context.Context, b *box.Box, verb string, noREPL bool)
 }
 
 func (a *app) createCmd() *cobra.Command {
-	var f createFlags
-	c := &cobra.Command{
-		Use:   "create",
-		Short: "Create a box, then open its REPL",
-		Args:  exactArgs(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := f.params(a)
-			if err != nil {
-				return err
-			}
-			cl, err := a.api()
-			if err != nil {
-				return err
-			}
-			var b *box.Box
-			err = a.spin("creating box", func() (err error) { b, err = cl.Create(cmd.Context(), p); return err })
-			if err != nil {
-				return err
-			}
-			return a.started(cmd.Context(), b, "created box", f.noREPL)
-		},
-	}
-	f.register(c)
-	return c
+	return a.makeCmd("create", "Create a box, then open its REPL", exactArgs(0, "no arguments"), "creating box",
+		func(ctx context.Context, cl *box.Client, _ []string, p *box.CreateParams) (*box.Box, error) {
+			return cl.Create(ctx, p)
+		})
 }
 
 func (a *app) fromSnapshotCmd() *cobra.Command {
+	return a.makeCmd("from-snapshot <snapshot-id>", "Create a box from a snapshot, then open its REPL", exactArgs(1, "a snapshot id"), "restoring snapshot",
+		func(ctx context.Context, cl *box.Client, args []string, p *box.CreateParams) (*box.Box, error) {
+			return cl.FromSnapshot(ctx, args[0], p)
+		})
+}
+
+// makeCmd is a command that makes a box with the create flags, under a
+// spinner, then opens its REPL.
+func (a *app) makeCmd(use, short string, args cobra.PositionalArgs, doing string,
+	newBox func(context.Context, *box.Client, []string, *box.CreateParams) (*box.Box, error)) *cobra.Command {
 	var f createFlags
 	c := &cobra.Command{
-		Use:   "from-snapshot <snapshot-id>",
-		Short: "Create a box from a snapshot, then open its REPL",
-		Args:  exactArgs(1, "a snapshot id"),
+		Use:   use,
+		Short: short,
+		Args:  args,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := f.params(a)
 			if err != nil {
@@ -209,7 +199,7 @@ func (a *app) fromSnapshotCmd() *cobra.Command {
 				return err
 			}
 			var b *box.Box
-			err = a.spin("restoring snapshot", func() (err error) { b, err = cl.FromSnapshot(cmd.Context(), args[0], p); return err })
+			err = a.spin(doing, func() (err error) { b, err = newBox(cmd.Context(), cl, args, p); return err })
 			if err != nil {
 				return err
 			}
