@@ -59,10 +59,11 @@ type FileReader struct {
 const rangeChunk = 4 << 20
 
 // Open opens the file at p for reading. Its content streams from the box
-// as it is read, in constant memory, whatever its size.
-func (f *Files) Open(ctx context.Context, p string, opts ...Option) (*FileReader, error) {
+// as it is read, in constant memory, whatever its size. params may be nil;
+// its Progress is called as the content is read.
+func (f *Files) Open(ctx context.Context, p string, params *TransferParams, opts ...Option) (*FileReader, error) {
 	ctx = withCallOptions(ctx, opts)
-	return f.open(ctx, p, nil)
+	return f.open(ctx, p, params)
 }
 
 func (f *Files) open(ctx context.Context, p string, params *TransferParams) (*FileReader, error) {
@@ -82,8 +83,9 @@ func (f *Files) open(ctx context.Context, p string, params *TransferParams) (*Fi
 
 // OpenRange opens length bytes of the file at p, from offset on, for
 // reading; length -1 reads to the end of the file. The range is fetched in
-// chunks of a few MiB as it is read.
-func (f *Files) OpenRange(ctx context.Context, p string, offset, length int64, opts ...Option) (*FileReader, error) {
+// chunks of a few MiB as it is read. params may be nil; its Progress is
+// called as the range is read.
+func (f *Files) OpenRange(ctx context.Context, p string, offset, length int64, params *TransferParams, opts ...Option) (*FileReader, error) {
 	ctx = withCallOptions(ctx, opts)
 	if p == "" {
 		return nil, invalidf("box: path is required")
@@ -91,7 +93,7 @@ func (f *Files) OpenRange(ctx context.Context, p string, offset, length int64, o
 	if offset < 0 || length < -1 {
 		return nil, invalidf("box: OpenRange offset must not be negative, and length must be -1 or more")
 	}
-	r := &FileReader{ctx: ctx, f: f, path: f.abs(p), off: offset, end: -1, size: -1, progress: func(int64, int64) {}}
+	r := &FileReader{ctx: ctx, f: f, path: f.abs(p), off: offset, end: -1, size: -1, progress: params.progress()}
 	if length >= 0 {
 		r.end, r.size = offset+length, length
 	}
@@ -180,7 +182,8 @@ func (r *FileReader) WriteTo(w io.Writer) (int64, error) {
 type onlyReader struct{ io.Reader }
 
 // Size is how many bytes the reader yields in all: the file's size for
-// Open, the range's length for OpenRange with a length; -1 when unknown.
+// Open, and for OpenRange with a length that length, or less if the file
+// ends first; -1 when unknown.
 func (r *FileReader) Size() int64 { return r.size }
 
 // Close releases the reader. Closing before the end stops the transfer.

@@ -50,7 +50,19 @@ func TestFileStreams(t *testing.T) {
 	if err != nil || n != int64(len(data)) || last != n || calls == 0 {
 		t.Fatalf("WriteFrom = %d, %v (progress at %d after %d calls)", n, err, last, calls)
 	}
-	r, err := b.Files.Open(ctx, "big/data.bin")
+	// progress checks what a reader reports: rising, up to the bytes it
+	// yielded, against the total it was given.
+	type report struct{ done, total, calls int64 }
+	progress := func(rp *report) *box.TransferParams {
+		return &box.TransferParams{Progress: func(done, total int64) {
+			if done <= rp.done {
+				t.Errorf("progress went %d → %d", rp.done, done)
+			}
+			rp.done, rp.total, rp.calls = done, total, rp.calls+1
+		}}
+	}
+	var rp report
+	r, err := b.Files.Open(ctx, "big/data.bin", progress(&rp))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,8 +74,12 @@ func TestFileStreams(t *testing.T) {
 		t.Fatalf("Open: %d bytes, %v", got.Len(), err)
 	}
 	r.Close()
+	if rp.done != int64(len(data)) || rp.total != int64(len(data)) || rp.calls < 2 {
+		t.Errorf("Open's progress: %+v", rp)
+	}
 	for _, rg := range [][2]int64{{0, 10}, {5 << 20, 5 << 20}, {int64(len(data)) - 7, 100}, {3, -1}, {int64(len(data)), 5}, {math.MaxInt64 - 9, 1}} {
-		r, err := b.Files.OpenRange(ctx, "big/data.bin", rg[0], rg[1])
+		var rp report
+		r, err := b.Files.OpenRange(ctx, "big/data.bin", rg[0], rg[1], progress(&rp))
 		if err != nil {
 			t.Fatalf("OpenRange %v: %v", rg, err)
 		}
@@ -76,6 +92,9 @@ func TestFileStreams(t *testing.T) {
 		}
 		if err != nil || !bytes.Equal(all, data[start:end]) {
 			t.Errorf("OpenRange %v: %d bytes, %v; want %d", rg, len(all), err, end-start)
+		}
+		if rp.done != end-start || rp.calls > 0 && rp.total != rg[1] {
+			t.Errorf("OpenRange %v's progress: %+v, want %d done of %d", rg, rp, end-start, rg[1])
 		}
 	}
 	var sink bytes.Buffer
@@ -108,8 +127,8 @@ func TestFileErrorsFollowIOFS(t *testing.T) {
 		"Read":        func() error { _, err := b.Files.Read(ctx, missing); return err }(),
 		"ReadText":    func() error { _, err := b.Files.ReadText(ctx, missing); return err }(),
 		"ReadRange":   func() error { _, err := b.Files.ReadRange(ctx, missing, 0, 1); return err }(),
-		"Open":        func() error { _, err := b.Files.Open(ctx, missing); return err }(),
-		"OpenRange":   func() error { _, err := b.Files.OpenRange(ctx, missing, 0, 1); return err }(),
+		"Open":        func() error { _, err := b.Files.Open(ctx, missing, nil); return err }(),
+		"OpenRange":   func() error { _, err := b.Files.OpenRange(ctx, missing, 0, 1, nil); return err }(),
 		"Stat":        func() error { _, err := b.Files.Stat(ctx, missing, nil); return err }(),
 		"List":        func() error { _, err := b.Files.List(ctx, missing); return err }(),
 		"Remove":      b.Files.Remove(ctx, missing, nil),
@@ -132,8 +151,8 @@ func TestFileErrorsFollowIOFS(t *testing.T) {
 		t.Errorf("Remove /etc = %v, want fs.ErrPermission", err)
 	}
 	for name, err := range map[string]error{
-		"Open":      func() error { _, err := b.Files.Open(ctx, ""); return err }(),
-		"OpenRange": func() error { _, err := b.Files.OpenRange(ctx, "x", -1, 1); return err }(),
+		"Open":      func() error { _, err := b.Files.Open(ctx, "", nil); return err }(),
+		"OpenRange": func() error { _, err := b.Files.OpenRange(ctx, "x", -1, 1, nil); return err }(),
 		"WriteFrom": func() error { _, err := b.Files.WriteFrom(ctx, "x", nil, nil); return err }(),
 		"UploadDir": b.Files.UploadDir(ctx, "", "x", nil),
 	} {

@@ -32,7 +32,7 @@ func ExampleFiles_WriteFrom() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	r, err := b.Files.Open(ctx, "logs/app.log")
+	r, err := b.Files.Open(ctx, "logs/app.log", nil)
 	if err != nil {
 		log.Fatal(err)
 	}

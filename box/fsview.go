@@ -112,7 +112,7 @@ func (x *FS) ReadFile(name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := x.f.Open(x.ctx, full)
+	r, err := x.f.Open(x.ctx, full, nil)
 	if err != nil {
 		return nil, pathError("readfile", name, err)
 	}
@@ -193,7 +193,7 @@ func (f *fsFile) Read(p []byte) (int, error) {
 		return 0, &fs.PathError{Op: "read", Path: f.name, Err: fs.ErrClosed}
 	}
 	if f.r == nil {
-		r, err := f.x.f.Open(f.x.ctx, f.full)
+		r, err := f.x.f.Open(f.x.ctx, f.full, nil)
 		if err != nil {
 			return 0, pathError("read", f.name, err)
 		}

@@ -206,7 +206,7 @@ func TestLargeTransferClient(t *testing.T) {
 			}
 			up := time.Since(start)
 			want := hex.EncodeToString(h.Sum(nil))
-			f, err := bx.Files.Open(ctx, "large.bin")
+			f, err := bx.Files.Open(ctx, "large.bin", nil)
 			if err != nil {
 				return clientReport{Error: err.Error()}
 			}
