@@ -24,8 +24,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -111,7 +113,42 @@ func (a *app) root() *cobra.Command {
 		a.execCmd(), a.shellCmd(), a.cpCmd(),
 		a.initDemoCmd(), a.serveCmd(),
 	)
+	for _, c := range root.Commands() {
+		if strings.Contains(c.Use, "box-id") {
+			c.ValidArgsFunction = a.completeBoxes
+		}
+	}
 	return root
+}
+
+// completeBoxes completes box ids in the shell, each described by its
+// name and status.
+func (a *app) completeBoxes(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	if len(args) > 0 && cmd.Name() != "rm" {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	cl, err := a.api()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
+	defer cancel()
+	list, err := cl.List(ctx, nil)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError
+	}
+	out := make([]cobra.Completion, 0, len(list))
+	for _, in := range list {
+		if slices.Contains(args, in.ID) {
+			continue
+		}
+		desc := string(in.Status)
+		if in.Name != "" {
+			desc = in.Name + ", " + desc
+		}
+		out = append(out, cobra.CompletionWithDesc(in.ID, desc))
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
 }
 
 // api returns the client, made on first use.

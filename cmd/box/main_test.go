@@ -626,4 +626,16 @@ func TestCompletion(t *testing.T) {
 	if out := mustCLI(t, nil, "", "completion", "bash"); !strings.Contains(out, "__start_box") {
 		t.Errorf("completion bash = %.200q", out)
 	}
+	// What the shell scripts ask of box: commands, then box ids.
+	srv := boxtest.NewServer(t)
+	if out := mustCLI(t, srv, "", "__complete", "sn"); !strings.Contains(out, "snapshot\t") {
+		t.Errorf("completing sn = %q", out)
+	}
+	id := strings.TrimSpace(strings.TrimPrefix(mustCLI(t, srv, "", "create", "--no-repl", "--name", "completed"), "created box "))
+	if out := mustCLI(t, srv, "", "__complete", "shell", ""); !strings.Contains(out, id+"\tcompleted, idle") {
+		t.Errorf("completing a box id = %q", out)
+	}
+	if out := mustCLI(t, srv, "", "__complete", "rm", id, ""); strings.Contains(out, id) {
+		t.Errorf("rm completes a box already named: %q", out)
+	}
 }
