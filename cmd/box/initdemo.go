@@ -33,38 +33,44 @@ import (
 
 func main() {
 	loadEnv(".env")
-	ctx := context.Background()
+	if err := run(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(ctx context.Context) error {
 	client, err := box.NewClient()
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	b, err := client.Create(ctx, &box.CreateParams{Runtime: box.RuntimePython})
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	defer b.Delete(ctx)
+	defer b.Delete(context.WithoutCancel(ctx))
 	fmt.Println("created box", b.ID())
 
-	run, err := b.Exec.Command(ctx, "echo hello from $(hostname)")
+	out, err := b.Exec.Command(ctx, "echo hello from $(hostname)")
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	fmt.Print(run.Stdout)
+	fmt.Print(out.Stdout)
 
 	code, err := b.Exec.Code(ctx, &box.CodeParams{Lang: box.LangPython, Code: "print(sum(range(101)))"})
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	fmt.Print("python says ", code.Stdout)
 
 	if err := b.Files.WriteText(ctx, "notes.txt", "written from Go\n"); err != nil {
-		log.Fatal(err)
+		return err
 	}
 	text, err := b.Files.ReadText(ctx, "notes.txt")
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	fmt.Print("read back: ", text)
+	return nil
 }
 
 // loadEnv sets the variables of a KEY=VALUE file that the environment

@@ -559,13 +559,25 @@ func TestInitDemo(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, argv := range [][]string{{"go", "mod", "tidy"}, {"go", "vet", "./..."}} {
+	for _, argv := range [][]string{{"go", "mod", "tidy"}, {"go", "vet", "./..."}, {"go", "build", "-o", "demo", "."}} {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("%s in the demo: %v\n%s", argv, err, out)
 		}
+	}
+	// And it does what it says, on boxd, leaving no box behind.
+	srv := boxtest.NewServer(t)
+	demo := exec.Command(filepath.Join(dir, "demo"))
+	demo.Dir = dir
+	demo.Env = env(t, srv)
+	out, err := demo.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "python says 5050\n") || !strings.Contains(string(out), "read back: written from Go\n") {
+		t.Errorf("the demo: %v\n%s", err, out)
+	}
+	if left, err := srv.Client().List(t.Context(), nil); err != nil || len(left) != 0 {
+		t.Errorf("after the demo: %d boxes, %v", len(left), err)
 	}
 	if r := cli(t, nil, "", "init-demo", dir, "--no-run"); r.code == 0 {
 		t.Error("init-demo into a directory that is not empty succeeded")
