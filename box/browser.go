@@ -405,6 +405,17 @@ type ActResult struct {
 	CacheStatus  string
 	InputTokens  int64
 	OutputTokens int64
+	// Dialogs are the JavaScript dialogs the page opened while the action
+	// ran (at most 20). The server dismissed them, as Playwright does when
+	// nothing handles them: an alert is closed, a confirm answers false, a
+	// prompt null, and a beforeunload keeps the page.
+	Dialogs []Dialog
+}
+
+// Dialog is a JavaScript dialog that a page opened.
+type Dialog struct {
+	Type    string // alert, confirm, prompt or beforeunload
+	Message string
 }
 
 // Observe asks the model for the elements of the page that match
@@ -480,6 +491,9 @@ func (t *Tab) act(ctx context.Context, body gen.BrowserActRequest) (*ActResult, 
 	}
 	for i, a := range r.Actions {
 		out.Actions[i] = BrowserAction{Selector: a.Selector, Description: a.Description, Method: deref(a.Method), Arguments: a.Arguments}
+	}
+	for _, d := range r.Dialogs {
+		out.Dialogs = append(out.Dialogs, Dialog{Type: string(d.Type), Message: d.Message})
 	}
 	return out, nil
 }

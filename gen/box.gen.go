@@ -91,6 +91,30 @@ func (e BrowserActResponseCacheStatus) Valid() bool {
 	}
 }
 
+// Defines values for BrowserDialogType.
+const (
+	BrowserDialogTypeAlert        BrowserDialogType = "alert"
+	BrowserDialogTypeBeforeunload BrowserDialogType = "beforeunload"
+	BrowserDialogTypeConfirm      BrowserDialogType = "confirm"
+	BrowserDialogTypePrompt       BrowserDialogType = "prompt"
+)
+
+// Valid indicates whether the value is a known member of the BrowserDialogType enum.
+func (e BrowserDialogType) Valid() bool {
+	switch e {
+	case BrowserDialogTypeAlert:
+		return true
+	case BrowserDialogTypeBeforeunload:
+		return true
+	case BrowserDialogTypeConfirm:
+		return true
+	case BrowserDialogTypePrompt:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CodeRequestLanguage.
 const (
 	CodeRequestLanguageJS     CodeRequestLanguage = "js"
@@ -736,10 +760,13 @@ type BrowserActResponse struct {
 	ActionDescription string                         `json:"action_description"`
 	Actions           []BrowserAction                `json:"actions"`
 	CacheStatus       *BrowserActResponseCacheStatus `json:"cache_status,omitempty"`
-	InputTokens       int64                          `json:"input_tokens"`
-	Message           string                         `json:"message"`
-	OutputTokens      int64                          `json:"output_tokens"`
-	Success           bool                           `json:"success"`
+
+	// Dialogs The JavaScript dialogs the page opened while the action ran (at most 20). They were dismissed, as Playwright does when nothing handles them: an alert is closed, a confirm answers false, a prompt null, and a beforeunload keeps the page.
+	Dialogs      []BrowserDialog `json:"dialogs,omitempty"`
+	InputTokens  int64           `json:"input_tokens"`
+	Message      string          `json:"message"`
+	OutputTokens int64           `json:"output_tokens"`
+	Success      bool            `json:"success"`
 }
 
 // BrowserActResponseCacheStatus defines model for BrowserActResponse.CacheStatus.
@@ -770,6 +797,15 @@ type BrowserContent struct {
 	Title string `json:"title"`
 	URL   string `json:"url"`
 }
+
+// BrowserDialog A JavaScript dialog that a page opened.
+type BrowserDialog struct {
+	Message string            `json:"message"`
+	Type    BrowserDialogType `json:"type"`
+}
+
+// BrowserDialogType defines model for BrowserDialog.Type.
+type BrowserDialogType string
 
 // BrowserElement defines model for BrowserElement.
 type BrowserElement struct {

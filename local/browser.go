@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
@@ -20,6 +19,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/upstash/box-go/local/internal/agent"
 	"github.com/upstash/box-go/local/internal/browser"
@@ -464,7 +465,7 @@ func (bs *browsers) serveCDP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "the CDP URL's token is invalid or has expired; get a new URL")
 		return
 	}
-	bb, _, ok := bs.running(w, r, id)
+	bb, ctl, ok := bs.running(w, r, id)
 	if !ok {
 		return
 	}
@@ -483,42 +484,29 @@ func (bs *browsers) serveCDP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "the CDP URL serves the DevTools WebSocket and /json/version only")
 		return
 	}
-	target := path
-	if strings.HasPrefix(rest, "devtools/page/") {
-		target = "/" + rest
+	target, page := path, ""
+	if p, ok := strings.CutPrefix(rest, "devtools/page/"); ok {
+		target, page = "/"+rest, p
 	}
 	hostport := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			c, err := bs.dial(ctx, id, port)
-			if err != nil {
-				return nil, err
-			}
-			return bb.track(c)
-		},
-		DisableKeepAlives: true,
+	dial := func(ctx context.Context) (*websocket.Conn, error) {
+		tr := &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				c, err := bs.dial(ctx, id, port)
+				if err != nil {
+					return nil, err
+				}
+				return bb.track(c)
+			},
+			DisableKeepAlives: true,
+		}
+		// Chromium accepts DevTools connections for an IP host without an
+		// Origin; the token was boxd's to check, and no header of the
+		// client's goes on.
+		c, _, err := websocket.Dial(ctx, "ws://"+hostport+target, &websocket.DialOptions{HTTPClient: &http.Client{Transport: tr}})
+		return c, err
 	}
-	defer tr.CloseIdleConnections()
-	rp := &httputil.ReverseProxy{
-		Transport: tr,
-		ErrorLog:  bs.s.net.previews.errorLog,
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", hostport
-			pr.Out.URL.Path, pr.Out.URL.RawPath, pr.Out.URL.RawQuery = target, "", ""
-			// Chromium accepts DevTools requests for an IP host without
-			// an Origin; the token was boxd's to check.
-			pr.Out.Host = hostport
-			for _, h := range []string{"Origin", "X-Box-Api-Key", "Authorization", "Cookie"} {
-				pr.Out.Header.Del(h)
-			}
-		},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if r.Context().Err() == nil {
-				writeError(w, http.StatusBadGateway, "the box's browser is unreachable: "+err.Error())
-			}
-		},
-	}
-	rp.ServeHTTP(w, r)
+	relayCDP(r.Context(), w, r, dial, ctl.WatchClient(page))
 }
 
 // track registers a connection to close when the browser stops.

@@ -584,7 +584,13 @@ func perform(ctx context.Context, ctl *browser.Controller, tab string, a browser
 	if res.ActionDescription == "" {
 		res.ActionDescription = a.Selector
 	}
-	err := ctl.Perform(ctx, tab, a)
+	dialogs, err := ctl.Perform(ctx, tab, a)
+	if len(dialogs) > 0 {
+		res.Dialogs = make([]gen.BrowserDialog, len(dialogs))
+		for i, d := range dialogs {
+			res.Dialogs[i] = gen.BrowserDialog{Type: gen.BrowserDialogType(d.Type), Message: d.Message}
+		}
+	}
 	switch {
 	case errors.Is(err, browser.ErrNoElement):
 		res.Message = err.Error()

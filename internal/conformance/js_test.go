@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/upstash/box-go/boxtest"
+	"github.com/upstash/box-go/internal/browsertest"
 	"github.com/upstash/box-go/internal/gittest"
 	"github.com/upstash/box-go/local"
 )
@@ -24,6 +25,8 @@ import (
 const (
 	// jsSDKVersion is the exact @upstash/box release pinned in js/package.json.
 	jsSDKVersion = "0.5.5"
+	// playwrightVersion is the playwright-core release pinned there.
+	playwrightVersion = "1.65.1"
 	// npmInstallTimeout bounds `npm ci` when node_modules is missing or stale.
 	npmInstallTimeout = 5 * time.Minute
 	// scriptTimeout bounds one run of a conformance script.
@@ -98,6 +101,20 @@ func TestOfficialJSSDK05Git(t *testing.T) {
 	t.Cleanup(check.Close)
 	opts := []boxtest.Option{boxtest.WithConfig(func(c *local.Config) { c.GitHubURL, c.GitHubAPIURL = g.BoxURL, gh.URL })}
 	runJSScriptWith(t, opts, "git05.mjs", "GIT_TOKEN="+token, "GIT_REPO=acme/js", "GIT_BOX_URL="+g.BoxURL, "GIT_CHECK_URL="+check.URL)
+}
+
+// TestPlaywrightOverCDP runs js/cdp_playwright.mjs: Playwright
+// (playwright-core from npm) drives a box's browser over its CDP URL while
+// boxd records, and the recording follows the tab Playwright brings to the
+// front; JavaScript redirects and dialogs go through boxd's REST API.
+func TestPlaywrightOverCDP(t *testing.T) {
+	if !browsertest.Installed() {
+		missing(t, "Chromium is not installed (apt-get install chromium)")
+	}
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		missing(t, "ffmpeg is not installed (apt-get install ffmpeg)")
+	}
+	runJSScript(t, "cdp_playwright.mjs")
 }
 
 // runJSScript runs node on script in js/ against a fresh boxd, with
@@ -229,11 +246,12 @@ func ensureJSDeps(t *testing.T, npm, jsDir string) {
 	t.Helper()
 	pkgJSON := filepath.Join(jsDir, "node_modules", "@upstash", "box", "package.json")
 	installed, err := installedVersion(pkgJSON)
-	if err == nil && installed == jsSDKVersion {
+	pw, pwErr := installedVersion(filepath.Join(jsDir, "node_modules", "playwright-core", "package.json"))
+	if err == nil && installed == jsSDKVersion && pwErr == nil && pw == playwrightVersion {
 		return
 	}
 	if err == nil {
-		t.Logf("node_modules has @upstash/box %s, want %s; reinstalling", installed, jsSDKVersion)
+		t.Logf("node_modules has @upstash/box %s and playwright-core %s, want %s and %s; reinstalling", installed, pw, jsSDKVersion, playwrightVersion)
 	}
 
 	ctx, cancel := context.WithTimeout(t.Context(), npmInstallTimeout)

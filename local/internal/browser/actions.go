@@ -129,19 +129,20 @@ func jsString(s string) string {
 
 // Perform replays an action in a tab. It waits up to 5 seconds for the
 // element to appear, and afterwards for a navigation the action started
-// to load.
-func (c *Controller) Perform(ctx context.Context, id string, a Action) error {
+// to load. It returns the JavaScript dialogs the page opened meanwhile (at
+// most 20), which were dismissed.
+func (c *Controller) Perform(ctx context.Context, id string, a Action) ([]Dialog, error) {
 	if err := CheckAction(a); err != nil {
-		return err
+		return nil, err
 	}
 	t, err := c.attach(ctx, id)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c.Touch(id)
-	t.op.Lock()
-	defer t.op.Unlock()
-	return c.wrap(t.perform(ctx, a))
+	t.begin()
+	err = c.wrap(t.perform(ctx, a))
+	return t.end(), err
 }
 
 func (t *tab) perform(ctx context.Context, a Action) error {
@@ -326,8 +327,8 @@ func (c *Controller) Exists(ctx context.Context, id, selector string) (bool, err
 	if err != nil {
 		return false, err
 	}
-	t.op.Lock()
-	defer t.op.Unlock()
+	t.begin()
+	defer t.end()
 	var ok bool
 	err = t.eval(ctx, fmt.Sprintf(`!!(%s)(%s)`, findJS, jsString(selector)), &ok)
 	var ex *chromedp.ExceptionError

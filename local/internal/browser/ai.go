@@ -86,8 +86,8 @@ func (c *Controller) Snapshot(ctx context.Context, id string) (*Snapshot, error)
 		return nil, err
 	}
 	c.Touch(id)
-	t.op.Lock()
-	defer t.op.Unlock()
+	t.begin()
+	defer t.end()
 	var s Snapshot
 	if err := t.eval(ctx, fmt.Sprintf(snapshotJS, maxSnapshotElements, maxSnapshotText), &s); err != nil {
 		return nil, c.wrap(err)

@@ -89,6 +89,25 @@ func site(t *testing.T) string {
 	mux.HandleFunc("/still", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `<!doctype html><title>Still</title><h1>Still page</h1>`)
 	})
+	mux.HandleFunc("/jsredirect", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `<!doctype html><title>Going</title><script>location.replace('/still')</script>`)
+	})
+	mux.HandleFunc("/dclredirect", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `<!doctype html><title>Going</title><script>addEventListener('DOMContentLoaded', () => location.replace('/still'))</script>`)
+	})
+	mux.HandleFunc("/chain", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `<!doctype html><title>Chain</title><script>location.replace('/jsredirect')</script>`)
+	})
+	mux.HandleFunc("/alert-on-load", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `<!doctype html><title>Alerting</title><script>alert('loading now')</script><p>after the alert</p>`)
+	})
+	mux.HandleFunc("/dialogs", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `<!doctype html><title>Dialogs</title>
+<button id="alert" onclick="alert('hello ' + 1)">Alert</button>
+<button id="confirm" onclick="document.getElementById('out').textContent = 'confirm=' + confirm('sure?')">Confirm</button>
+<button id="prompt" onclick="document.getElementById('out').textContent = 'prompt=' + prompt('name?', 'def')">Prompt</button>
+<div id="out"></div>`)
+	})
 	ts := httptest.NewServer(mux)
 	t.Cleanup(ts.Close)
 	return ts.URL
@@ -250,4 +269,145 @@ func TestRecorderStops(t *testing.T) {
 	if n, err := Remux(ffmpeg, crashed); err != nil || n == 0 {
 		t.Errorf("Remux = %d, %v", n, err)
 	}
+}
+
+// TestClientRedirects navigates to pages that redirect from script, while
+// they load and once their DOM is ready: the navigation ends on the page
+// they lead to, as it would in a browser a person uses.
+func TestClientRedirects(t *testing.T) {
+	c := startChromium(t)
+	base := site(t)
+	ctx := t.Context()
+	for _, path := range []string{"/jsredirect", "/dclredirect", "/chain"} {
+		for _, wait := range []string{WaitLoad, WaitDOMContentLoaded} {
+			tab, err := c.NewTab(ctx, base+path, wait, 10*time.Second)
+			if err != nil {
+				t.Errorf("NewTab %s (%s): %v", path, wait, err)
+				continue
+			}
+			if wait == WaitLoad && tab.URL != base+"/still" {
+				t.Errorf("NewTab %s (%s) ended at %s", path, wait, tab.URL)
+			}
+			got, err := c.Goto(ctx, tab.ID, base+path, wait, 10*time.Second)
+			if err != nil {
+				t.Errorf("Goto %s (%s): %v", path, wait, err)
+			} else if wait == WaitLoad && (got.URL != base+"/still" || got.Title != "Still") {
+				t.Errorf("Goto %s (%s) ended at %s %q", path, wait, got.URL, got.Title)
+			}
+			_ = c.CloseTab(ctx, tab.ID)
+		}
+	}
+}
+
+// TestDialogs opens pages whose dialogs would block the tab: boxd
+// dismisses them, and an action reports the ones it caused.
+func TestDialogs(t *testing.T) {
+	c := startChromium(t)
+	base := site(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	tab, err := c.NewTab(ctx, base+"/alert-on-load", WaitLoad, 10*time.Second)
+	if err != nil {
+		t.Fatalf("a page that alerts while it loads: %v", err)
+	}
+	if got, err := c.Content(ctx, tab.ID); err != nil || !strings.Contains(got.Text, "after the alert") {
+		t.Errorf("content after the alert: %v, %v", got, err)
+	}
+	if _, err := c.Goto(ctx, tab.ID, base+"/dialogs", WaitLoad, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ button, typ, message, out string }{
+		{"#alert", "alert", "hello 1", ""},
+		{"#confirm", "confirm", "sure?", "confirm=false"},
+		{"#prompt", "prompt", "name?", "prompt=null"},
+	} {
+		dialogs, err := c.Perform(ctx, tab.ID, Action{Selector: tc.button})
+		if err != nil {
+			t.Fatalf("click %s: %v", tc.button, err)
+		}
+		if len(dialogs) != 1 || dialogs[0].Type != tc.typ || dialogs[0].Message != tc.message {
+			t.Errorf("click %s: dialogs %+v", tc.button, dialogs)
+		}
+		got, err := c.Content(ctx, tab.ID)
+		if err != nil || !strings.Contains(got.Text, tc.out) {
+			t.Errorf("after %s: %+v, %v", tc.button, got, err)
+		}
+	}
+	if _, err := c.Screenshot(ctx, tab.ID, false); err != nil {
+		t.Errorf("screenshot after the dialogs: %v", err)
+	}
+	if dialogs, err := c.Perform(ctx, tab.ID, Action{Selector: "#out"}); err != nil || len(dialogs) != 0 {
+		t.Errorf("a click without a dialog: %+v, %v", dialogs, err)
+	}
+}
+
+// TestForegroundHistory closes the tab in the foreground: the one used
+// before it comes back, not whichever the browser lists first.
+func TestForegroundHistory(t *testing.T) {
+	c := startChromium(t)
+	base := site(t)
+	ctx := t.Context()
+	var ids []string
+	for range 3 {
+		tab, err := c.NewTab(ctx, base+"/still", WaitLoad, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, tab.ID)
+	}
+	// Use 0, then 2, then 1: closing 1 brings back 2, closing 2 brings
+	// back 0.
+	for _, i := range []int{0, 2, 1} {
+		if _, err := c.Content(ctx, ids[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, step := range []struct{ close, want int }{{1, 2}, {2, 0}} {
+		if err := c.CloseTab(ctx, ids[step.close]); err != nil {
+			t.Fatal(err)
+		}
+		if fg := c.Foreground(ctx); fg != ids[step.want] {
+			t.Errorf("after closing tab %d the foreground is %s, want tab %d (%s)", step.close, fg, step.want, ids[step.want])
+		}
+	}
+}
+
+// TestClientWatch feeds the messages of CDP clients: each way a client
+// brings a tab to the front moves the foreground there, and ids the
+// browser does not have are ignored.
+func TestClientWatch(t *testing.T) {
+	c := startChromium(t)
+	base := site(t)
+	ctx := t.Context()
+	var ids []string
+	for range 3 {
+		tab, err := c.NewTab(ctx, base+"/still", WaitLoad, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, tab.ID)
+	}
+	fg := func(want int, after string) {
+		t.Helper()
+		if got := c.Foreground(ctx); got != ids[want] {
+			t.Errorf("after %s the foreground is %s, want tab %d", after, got, want)
+		}
+	}
+	w := c.WatchClient("")
+	w.Event([]byte(`{"method":"Target.attachedToTarget","params":{"sessionId":"S0","targetInfo":{"targetId":"` + ids[0] + `","type":"page"},"waitingForDebugger":false}}`))
+	w.Command([]byte(`{"id":7,"method":"Page.bringToFront","sessionId":"S0"}`))
+	fg(0, "bringToFront on a flat session")
+	w.Command([]byte(`{"id":8,"method":"Target.activateTarget","params":{"targetId":"` + ids[1] + `"}}`))
+	fg(1, "activateTarget")
+	w.Command([]byte(`{"id":9,"method":"Target.sendMessageToTarget","params":{"targetId":"` + ids[2] + `","message":"{\"id\":1,\"method\":\"Page.bringToFront\"}"}}`))
+	fg(2, "bringToFront inside sendMessageToTarget")
+	w.Event([]byte(`{"method":"Target.detachedFromTarget","params":{"sessionId":"S0"}}`))
+	w.Command([]byte(`{"id":10,"method":"Page.bringToFront","sessionId":"S0"}`))
+	fg(2, "bringToFront on a detached session")
+	w.Command([]byte(`{"id":11,"method":"Target.activateTarget","params":{"targetId":"NOSUCHTARGET"}}`))
+	w.Command([]byte(`{"method":"Page.bringToFront",`))
+	fg(2, "an unknown target and a broken message")
+	page := c.WatchClient(ids[0])
+	page.Command([]byte(`{"id":1,"method":"Page.bringToFront"}`))
+	fg(0, "bringToFront on a page's own endpoint")
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -89,8 +90,9 @@ type Controller struct {
 	cancelLife context.CancelFunc
 
 	mu     sync.Mutex
-	tabs   map[string]*tab
-	fg     string // the tab in the foreground: the last one used
+	tabs   map[string]*tab     // the tabs boxd is attached to
+	pages  map[string]struct{} // every page target the browser has
+	used   []string            // open tabs by last use: the foreground is the last
 	closed bool
 }
 
@@ -104,7 +106,26 @@ type tab struct {
 
 	op   sync.Mutex // one page operation at a time
 	cast *caster    // the tab's screencast, while someone watches
+
+	// The JavaScript dialogs of the tab (alert, confirm, prompt,
+	// beforeunload). A dialog blocks its page, so boxd dismisses those
+	// that open while one of its operations runs, or that stand open when
+	// one begins; those that open otherwise are left to the CDP client
+	// that caused them.
+	dmu     sync.Mutex
+	busy    bool     // an operation holds op
+	showing bool     // a dialog is open
+	dialogs []Dialog // the dialogs of the running operation
 }
+
+// Dialog is a JavaScript dialog that a page opened, and boxd dismissed.
+type Dialog struct {
+	Type    string `json:"type"` // alert, confirm, prompt or beforeunload
+	Message string `json:"message"`
+}
+
+// maxDialogs bounds the dialogs one operation reports.
+const maxDialogs = 20
 
 // Connect attaches to the browser whose DevTools listen at host (as the
 // browser sees it, e.g. "127.0.0.1:9222") with the WebSocket path of its
@@ -116,10 +137,16 @@ func Connect(ctx context.Context, dial Dialer, host, path string) (*Controller, 
 	quiet := func(string, ...any) {}
 	root, cancelRoot := chromedp.NewContext(actx, chromedp.WithBrowserOption(
 		chromedp.WithBrowserLogf(quiet), chromedp.WithBrowserErrorf(quiet)))
-	c := &Controller{root: root, cancelRoot: cancelRoot, cancelLife: cancelLife, tabs: map[string]*tab{}}
+	c := &Controller{root: root, cancelRoot: cancelRoot, cancelLife: cancelLife, tabs: map[string]*tab{}, pages: map[string]struct{}{}}
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	if _, err := chromedp.CallBrowser(withValues(cctx, root), browser.GetVersion, cdp.Empty{}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	// Follow the page targets before discovery starts: it reports the
+	// targets that exist already, then every change.
+	if err := chromedp.ListenBrowser(root, c.targetEvent); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -127,7 +154,6 @@ func Connect(ctx context.Context, dial Dialer, host, path string) (*Controller, 
 		c.Close()
 		return nil, err
 	}
-	go c.watchTargets()
 	return c, nil
 }
 
@@ -175,74 +201,79 @@ func (c *Controller) Close() {
 	c.cancelRoot()
 }
 
-// watchTargets follows the browser's page targets: a new page (opened by
-// a program driving the browser over CDP, or by a page) comes to the
-// foreground, and a closed one is forgotten.
-func (c *Controller) watchTargets() {
-	created := chromedp.BrowserEvents(c.root, target.TargetCreated)
-	destroyed := chromedp.BrowserEvents(c.root, target.TargetDestroyed)
-	go func() {
-		for ev, err := range destroyed {
-			if err != nil {
-				return
-			}
-			c.forget(string(ev.TargetID))
-		}
-	}()
-	for ev, err := range created {
-		if err != nil {
+// targetEvent follows the browser's page targets, in the order the
+// browser reports them: a new page (opened by a program driving the
+// browser over CDP, or by a page) comes to the foreground, and a closed
+// one is forgotten. It runs in the connection's read loop: it must not
+// block.
+func (c *Controller) targetEvent(ev any) {
+	switch ev := ev.(type) {
+	case *target.EventTargetCreated:
+		if ev.TargetInfo == nil || ev.TargetInfo.Type != "page" {
 			return
 		}
-		if ev.TargetInfo != nil && ev.TargetInfo.Type == "page" {
-			c.Touch(string(ev.TargetInfo.TargetID))
+		id := string(ev.TargetInfo.TargetID)
+		c.mu.Lock()
+		if _, known := c.pages[id]; !known {
+			c.pages[id] = struct{}{}
+			if !slices.Contains(c.used, id) {
+				c.used = append(c.used, id)
+			}
 		}
+		c.mu.Unlock()
+	case *target.EventTargetDestroyed:
+		c.forget(string(ev.TargetID))
 	}
 }
 
+// forget drops a closed tab.
 func (c *Controller) forget(id string) {
 	c.mu.Lock()
 	t := c.tabs[id]
 	delete(c.tabs, id)
-	if c.fg == id {
-		c.fg = ""
-	}
+	delete(c.pages, id)
+	c.used = slices.DeleteFunc(c.used, func(x string) bool { return x == id })
 	c.mu.Unlock()
 	if t != nil {
-		if cs := c.takeCast(t); cs != nil {
-			cs.stop()
-		}
-		go t.cancel()
+		go func() {
+			if cs := c.takeCast(t); cs != nil {
+				cs.stop()
+			}
+			t.cancel()
+		}()
 	}
 }
 
 // Touch brings a tab to the foreground (what recordings and a live view
-// without a tab show).
+// without a tab show). An id that is not an open tab is ignored.
 func (c *Controller) Touch(id string) {
 	c.mu.Lock()
-	c.fg = id
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	_, page := c.pages[id]
+	if c.tabs[id] == nil && !page {
+		return
+	}
+	c.used = slices.DeleteFunc(c.used, func(x string) bool { return x == id })
+	c.used = append(c.used, id)
 }
 
-// Foreground returns the tab in the foreground: the last one used, or
-// else any open tab, or "" when there is none.
+// Foreground returns the tab in the foreground: the last one used (after
+// a tab closes, the one used before it), or else any open tab, or "" when
+// there is none.
 func (c *Controller) Foreground(ctx context.Context) string {
 	c.mu.Lock()
-	fg := c.fg
-	c.mu.Unlock()
-	if fg != "" {
+	if n := len(c.used); n > 0 {
+		fg := c.used[n-1]
+		c.mu.Unlock()
 		return fg
 	}
+	c.mu.Unlock()
 	tabs, err := c.Tabs(ctx)
 	if err != nil || len(tabs) == 0 {
 		return ""
 	}
-	c.mu.Lock()
-	if c.fg == "" {
-		c.fg = tabs[0].ID
-	}
-	fg = c.fg
-	c.mu.Unlock()
-	return fg
+	c.Touch(tabs[0].ID)
+	return tabs[0].ID
 }
 
 // Tabs lists the browser's tabs (page targets).
@@ -300,6 +331,9 @@ func (c *Controller) attach(ctx context.Context, id string) (*tab, error) {
 				// context; a watchdog ends it if the browser hangs.
 				dog := time.AfterFunc(30*time.Second, func() { go cancel() })
 				t.err = chromedp.Do(tctx)
+				if t.err == nil {
+					t.err = chromedp.Listen(tctx, t.dialogEvent)
+				}
 				dog.Stop()
 				close(t.ready)
 			}()
@@ -326,6 +360,60 @@ func (c *Controller) attach(ctx context.Context, id string) (*tab, error) {
 	return t, nil
 }
 
+// begin starts an operation on t: it waits for the one running, and
+// dismisses a dialog that stands open.
+func (t *tab) begin() {
+	t.op.Lock()
+	t.dmu.Lock()
+	t.busy, t.dialogs = true, nil
+	showing := t.showing
+	t.dmu.Unlock()
+	if showing {
+		go t.dismiss()
+	}
+}
+
+// end ends the operation begun on t and returns the dialogs it met.
+func (t *tab) end() []Dialog {
+	t.dmu.Lock()
+	d := t.dialogs
+	t.busy, t.dialogs = false, nil
+	t.dmu.Unlock()
+	t.op.Unlock()
+	return d
+}
+
+// dialogEvent notes the dialogs of t, and dismisses one that opens
+// during an operation. It runs in the tab's read loop: it must not block.
+func (t *tab) dialogEvent(ev any) {
+	switch ev := ev.(type) {
+	case *page.EventJavascriptDialogOpening:
+		t.dmu.Lock()
+		t.showing = true
+		busy := t.busy
+		if busy && len(t.dialogs) < maxDialogs {
+			t.dialogs = append(t.dialogs, Dialog{Type: string(ev.Type), Message: ev.Message})
+		}
+		t.dmu.Unlock()
+		if busy {
+			go t.dismiss()
+		}
+	case *page.EventJavascriptDialogClosed:
+		t.dmu.Lock()
+		t.showing = false
+		t.dmu.Unlock()
+	}
+}
+
+// dismiss dismisses the dialog open in t: an alert is closed, a confirm
+// answers false, a prompt null, and a beforeunload keeps the page.
+func (t *tab) dismiss() {
+	ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
+	defer cancel()
+	// An error means no dialog is open any more: someone else answered.
+	_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
+}
+
 // opContext is the context of one operation on t: it carries t's
 // chromedp context and ends with ctx.
 func (t *tab) opContext(ctx context.Context) context.Context { return withValues(ctx, t.ctx) }
@@ -344,8 +432,8 @@ func (c *Controller) NewTab(ctx context.Context, url, waitUntil string, timeout 
 		return Tab{}, err
 	}
 	c.Touch(id)
-	t.op.Lock()
-	defer t.op.Unlock()
+	t.begin()
+	defer t.end()
 	if url != "" && url != "about:blank" {
 		if err := t.navigate(ctx, url, waitUntil, timeout); err != nil {
 			_ = c.CloseTab(context.WithoutCancel(ctx), id)
@@ -401,8 +489,8 @@ func (c *Controller) Goto(ctx context.Context, id, url, waitUntil string, timeou
 		return nil, err
 	}
 	c.Touch(id)
-	t.op.Lock()
-	defer t.op.Unlock()
+	t.begin()
+	defer t.end()
 	if err := t.navigate(ctx, url, waitUntil, timeout); err != nil {
 		return nil, c.wrap(err)
 	}
@@ -436,11 +524,21 @@ func (t *tab) navigate(ctx context.Context, url, waitUntil string, timeout time.
 	if res.LoaderID == "" {
 		return nil // within the document (a fragment)
 	}
+	// A script may send the page on before it loads (location.replace,
+	// a redirect on DOMContentLoaded): the first document never loads,
+	// and the navigation ends when the document that replaced it does.
+	loader := res.LoaderID
 	for ev, err := range events {
 		if err != nil {
 			return t.timeoutErr(ctx, octx, err, url, waitUntil, timeout)
 		}
-		if ev.FrameID == res.FrameID && ev.LoaderID == res.LoaderID && ev.Name == want {
+		if ev.FrameID != res.FrameID {
+			continue
+		}
+		switch {
+		case ev.Name == "init" && ev.LoaderID != loader:
+			loader = ev.LoaderID
+		case ev.LoaderID == loader && ev.Name == want:
 			return nil
 		}
 	}
@@ -474,8 +572,8 @@ func (c *Controller) Content(ctx context.Context, id string) (*Content, error) {
 		return nil, err
 	}
 	c.Touch(id)
-	t.op.Lock()
-	defer t.op.Unlock()
+	t.begin()
+	defer t.end()
 	out, err := t.content(ctx)
 	return out, c.wrap(err)
 }
@@ -513,8 +611,8 @@ func (c *Controller) Screenshot(ctx context.Context, id string, fullPage bool) (
 		return nil, err
 	}
 	c.Touch(id)
-	t.op.Lock()
-	defer t.op.Unlock()
+	t.begin()
+	defer t.end()
 	octx := t.opContext(ctx)
 	p := page.CaptureScreenshotParams{Format: page.CaptureScreenshotFormatPng, FromSurface: ptr(true)}
 	if fullPage {
