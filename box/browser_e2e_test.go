@@ -232,6 +232,22 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("after the replays and Act: %q, %v", content.Text, err)
 	}
 
+	// A dialog that an action opens is dismissed, and reported.
+	ask, err := b.Browser.NewTab(ctx, site+"/confirm", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = ask.ActOn(ctx, box.BrowserAction{Selector: "#del", Description: "delete"})
+	if err != nil || !res.Success || len(res.Dialogs) != 1 || res.Dialogs[0] != (box.Dialog{Type: "confirm", Message: "Delete it?"}) {
+		t.Errorf("ActOn a button that asks = %+v, %v", res, err)
+	}
+	if c, err := ask.Content(ctx); err != nil || !strings.Contains(c.Text, "answer false") {
+		t.Errorf("after the dismissed confirm: %+v, %v", c, err)
+	}
+	if err := ask.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
 	// Navigation, a second tab, the list, closing.
 	if content, err := tab.Goto(ctx, site+"/second"); err != nil || content.Title != "Second page" || tab.URL() != site+"/second" {
 		t.Errorf("Goto = %+v, %v", content, err)

@@ -545,6 +545,11 @@ func TestBrowserRecording(t *testing.T) {
 	if rec.Status != "recording" || rec.MaxDurationSeconds != 600 || rec.BoxID != id {
 		t.Fatalf("started = %+v", rec)
 	}
+	// The playlist is served from the start: live, before any segment.
+	if pl := c.do("GET", base+"/recordings/"+rec.ID+"/playlist", nil, nil); pl.status != 200 || !strings.HasPrefix(string(pl.body), "#EXTM3U\n") ||
+		strings.Contains(string(pl.body), "#EXT-X-ENDLIST") || !strings.Contains(string(pl.body), "#EXT-X-TARGETDURATION:2") {
+		t.Errorf("the playlist right after the start: %s", pl)
+	}
 	wantError(t, "a second recording", c.do("POST", base+"/recordings", map[string]any{}, nil), 409, rec.ID)
 	time.Sleep(4 * time.Second)
 	tab2 := decodeJSON[wireTab](t, "second tab", c.do("POST", base+"/tabs", map[string]any{"url": site + "/"}, nil))

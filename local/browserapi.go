@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -299,6 +301,24 @@ type modelProvider struct {
 	openAI  bool   // speaks the OpenAI chat API (else Anthropic Messages)
 	baseURL string // default base URL
 	envKey  string // where a box's env holds its key
+}
+
+// checkProviderURLs refuses what Config.ModelProviderURLs cannot mean.
+// Errors show a URL without its password.
+func checkProviderURLs(urls map[string]string) error {
+	for _, name := range slices.Sorted(maps.Keys(urls)) {
+		if _, ok := modelProviders[name]; !ok {
+			return fmt.Errorf("boxd: model provider %q is unknown (want one of %s)", name, strings.Join(slices.Sorted(maps.Keys(modelProviders)), ", "))
+		}
+		u, err := url.Parse(urls[name])
+		if err != nil {
+			return fmt.Errorf("boxd: the URL of model provider %s does not parse", name)
+		}
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("boxd: the URL of model provider %s must be http:// or https:// with a host, not %q", name, u.Redacted())
+		}
+	}
+	return nil
 }
 
 var modelProviders = map[string]modelProvider{

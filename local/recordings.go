@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -539,6 +540,11 @@ func (c *controlPlane) DownloadBrowserRecording(ctx context.Context, req gen.Dow
 	return gen.DownloadBrowserRecording200VideoMp2TResponse{Body: m, ContentLength: size}, nil
 }
 
+// emptyLivePlaylist is the playlist of a recording before its first
+// segment: the header the encoder writes (2-second segments, an event
+// playlist that only grows), and no segment.
+const emptyLivePlaylist = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:0\n#EXT-X-PLAYLIST-TYPE:EVENT\n"
+
 // GetBrowserRecordingPlaylist serves the HLS playlist with its segments at
 // segments/<name>, relative to the playlist's URL (served with the API
 // key, like the playlist).
@@ -553,7 +559,12 @@ func (c *controlPlane) GetBrowserRecordingPlaylist(ctx context.Context, req gen.
 		return nil, err
 	}
 	raw, err := os.ReadFile(filepath.Join(rs.dir(b.ID, rec.ID), browser.PlaylistName))
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && rec.Status == "recording":
+		// The first segment is still being encoded: a live playlist
+		// without segments yet, which players poll until they come.
+		raw = []byte(emptyLivePlaylist)
+	case err != nil:
 		return nil, errorf(http.StatusNotFound, "recording %s has no playlist", rec.ID)
 	}
 	var out strings.Builder

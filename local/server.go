@@ -95,7 +95,10 @@ type Config struct {
 	// that the browser's AI operations (extract, observe, act) call, by
 	// provider: "anthropic" (Messages API, default https://api.anthropic.com),
 	// "openai", "openrouter" and "vercel" (chat completions, e.g.
-	// https://api.openai.com/v1). Tests point them at a stand-in.
+	// https://api.openai.com/v1), for a gateway of the operator's (LiteLLM,
+	// a proxy) or a stand-in in tests. New refuses an unknown provider and
+	// a URL that is not http or https. cmd/boxd sets them with
+	// -model-provider-url.
 	ModelProviderURLs map[string]string
 	// GitHubURL is the GitHub that git clones of "owner/repo" go to, that
 	// the box's GitHub token is sent to (and nowhere else), and that pull
@@ -152,6 +155,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.APIKey == "" {
 		return nil, errors.New("boxd: APIKey is required")
+	}
+	if err := checkProviderURLs(cfg.ModelProviderURLs); err != nil {
+		return nil, err
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 64 << 20

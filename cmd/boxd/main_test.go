@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/upstash/box-go/box"
+	"github.com/upstash/box-go/internal/browsertest"
 	"github.com/upstash/box-go/local"
 )
 
@@ -651,6 +652,51 @@ func TestFlags(t *testing.T) {
 		}
 		if !strings.Contains(d.stderr.String(), "boxd.db") {
 			t.Errorf("stderr does not name the database: %q", d.stderr.String())
+		}
+	})
+
+	t.Run("model provider URLs", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			flag, want string
+			code       int
+		}{
+			{"anthropic", "want provider=URL", 2},
+			{"nosuch=http://127.0.0.1:1", `model provider "nosuch" is unknown`, 1},
+			{"anthropic=ftp://user:hunter2secret@127.0.0.1/", "must be http:// or https://", 1},
+		} {
+			d := launch(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", newKey(), "-isolation", "none", "-model-provider-url", tc.flag)
+			st := d.waitExit(10 * time.Second)
+			if st.ExitCode() != tc.code || !strings.Contains(d.stderr.String(), tc.want) || strings.Contains(d.stderr.String(), "hunter2secret") {
+				t.Errorf("-model-provider-url %s: %v, stderr %q; want exit %d mentioning %q", tc.flag, st, d.stderr.String(), tc.code, tc.want)
+			}
+		}
+		// The browser's AI operations call the provider given.
+		if !browsertest.Installed() {
+			if os.Getenv("CI") != "" {
+				t.Fatal("CI is set and Chromium is not installed")
+			}
+			t.Skip("Chromium is not installed")
+		}
+		requireBwrap(t)
+		site, models := browsertest.NewSite(t), browsertest.NewModels(t)
+		key := newKey()
+		d := start(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", key, "-allow-host-loopback",
+			"-model-provider-url", "anthropic="+models.URL, "-model-provider-url", "openai="+models.URL+"/v1")
+		ctx := t.Context()
+		b, err := d.client(t, key).Create(ctx, &box.CreateParams{Browser: true, Env: map[string]string{"ANTHROPIC_API_KEY": "sk-ant-flag"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tab, err := b.Browser.NewTab(ctx, site+"/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := tab.Extract(ctx, "the fruit and how many", map[string]any{
+			"type": "object", "properties": map[string]any{"fruit": map[string]any{"type": "string"}, "count": map[string]any{"type": "integer"}},
+		}, nil)
+		if err != nil || len(models.Calls()) != 1 || models.Calls()[0].Key != "sk-ant-flag" {
+			t.Errorf("extract through the flag's provider = %v, %v; the stand-in saw %+v", got, err, models.Calls())
 		}
 	})
 

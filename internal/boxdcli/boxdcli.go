@@ -59,6 +59,18 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 	githubURL := fl.String("github-url", "https://github.com", "GitHub for git clone of owner/repo, the box's git token, pull requests and issues")
 	githubAPIURL := fl.String("github-api-url", "", "GitHub REST API (default https://api.github.com, or {github-url}/api/v3 for another -github-url)")
 	hostLoopback := fl.Bool("allow-host-loopback", false, "let boxes reach services on this machine's loopback (127.0.0.1, host.boxd.internal) where their network policy allows; boxd's own API stays out of reach")
+	providers := map[string]string{}
+	fl.Func("model-provider-url", "the base URL of a model provider, as `provider=URL`, for the browser's AI operations, e.g. anthropic=https://llm.internal (repeatable; providers: anthropic, openai, openrouter, vercel)", func(v string) error {
+		name, u, ok := strings.Cut(v, "=")
+		if !ok || name == "" || u == "" {
+			return errors.New("want provider=URL")
+		}
+		if _, dup := providers[name]; dup {
+			return fmt.Errorf("provider %s given twice", name)
+		}
+		providers[name] = u
+		return nil
+	})
 	verbose := fl.Bool("v", false, "log debug messages")
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -92,7 +104,7 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 	// cleanly once it has said it is listening.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv, err := local.New(local.Config{DataDir: *data, APIKey: key, Isolation: *isolation, Logger: log, GitHubURL: *githubURL, GitHubAPIURL: *githubAPIURL, AllowHostLoopback: *hostLoopback})
+	srv, err := local.New(local.Config{DataDir: *data, APIKey: key, Isolation: *isolation, Logger: log, GitHubURL: *githubURL, GitHubAPIURL: *githubAPIURL, AllowHostLoopback: *hostLoopback, ModelProviderURLs: providers})
 	if err != nil {
 		return err
 	}

@@ -60,8 +60,9 @@ var SizeRE = regexp.MustCompile(`size (\d+)x(\d+)`)
 
 // NewSite serves the test pages on the host's loopback and returns their
 // base URL as a box sees it: http://host.boxd.internal:{port}, through the
-// box's egress proxy. Paths: / (Page), /second, /third and /animated (a
-// page that changes 20 times a second).
+// box's egress proxy. Paths: / (Page), /second, /third, /animated (a
+// page that changes 20 times a second) and /confirm (a button that asks
+// "Delete it?" and shows the answer).
 func NewSite(t testing.TB) string {
 	t.Helper()
 	html := func(body string) http.HandlerFunc {
@@ -74,6 +75,9 @@ func NewSite(t testing.TB) string {
 	mux.HandleFunc("/{$}", html(Page))
 	mux.HandleFunc("/second", html(`<!doctype html><title>Second page</title><p>You reached the second page.</p><a href="/">Back home</a>`))
 	mux.HandleFunc("/third", html(`<!doctype html><title>Third page</title><p>Third.</p>`))
+	mux.HandleFunc("/confirm", html(`<!doctype html><title>Confirm</title>
+<button id="del" onclick="document.getElementById('answer').textContent = 'answer ' + confirm('Delete it?')">Delete</button>
+<div id="answer"></div>`))
 	mux.HandleFunc("/animated", html(`<!doctype html><title>Animated</title>
 <body style="margin:0"><div id="b" style="width:200px;height:200px;background:#08f;position:absolute"></div>
 <div id="t" style="position:absolute;top:300px;font:40px sans-serif"></div>
