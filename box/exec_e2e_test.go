@@ -308,3 +308,30 @@ func TestCdAndAt(t *testing.T) {
 		t.Errorf("AllLogs gave %d entries, AllRuns %d runs", n, runs)
 	}
 }
+
+// TestGitInAFreshBox commits in a box that nobody configured: the box's
+// identity is there, and the host's git and npm configuration (often with
+// credentials) are not.
+func TestGitInAFreshBox(t *testing.T) {
+	t.Parallel()
+	if err := local.CheckIsolation(); err != nil {
+		t.Skipf("no sandbox on this machine: %v", err)
+	}
+	srv := boxtest.NewServer(t)
+	commit := "git init -q r && cd r && echo x > f && git add -A && git commit -qm first && git log -1 --format='%an <%ae>'"
+	b := newBox(t, srv, nil)
+	if r := mustRun(t, b, commit); r.Stdout != "Upstash Box <box@upstash.com>\n" {
+		t.Errorf("a commit in a fresh box: %+v", r)
+	}
+	r := mustRun(t, b, "test -e /etc/npmrc && echo has-npmrc; git config --system --list")
+	if strings.Contains(r.Stdout, "has-npmrc") || strings.Contains(r.Stdout, "credential") || r.Stdout != "user.name=Upstash Box\nuser.email=box@upstash.com\n" {
+		t.Errorf("the box's system configuration: %q", r.Stdout)
+	}
+	named := newBox(t, srv, &box.CreateParams{Git: &box.GitOptions{UserName: `Ada "the first" Lovelace \o/`, UserEmail: "ada@example.com"}})
+	if r := mustRun(t, named, commit); r.Stdout != `Ada "the first" Lovelace \o/ <ada@example.com>`+"\n" {
+		t.Errorf("a commit in a box created with an identity: %+v", r)
+	}
+	if _, err := srv.Client().Create(t.Context(), &box.CreateParams{Git: &box.GitOptions{UserName: "two\nlines"}}); box.StatusCode(err) != 400 && !errors.Is(err, box.ErrInvalid) {
+		t.Errorf("an identity of two lines: %v", err)
+	}
+}

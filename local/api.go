@@ -186,6 +186,9 @@ func validateCreate(r *gen.CreateBoxRequest) error {
 	if err := validateLabels(r.Labels); err != nil {
 		return err
 	}
+	if strings.ContainsAny(deref(r.GitUserName)+deref(r.GitUserEmail), "\x00\r\n") {
+		return errorf(http.StatusBadRequest, "git_user_name and git_user_email must be one line")
+	}
 	if r.Size != nil && !slices.Contains([]gen.BoxSize{gen.BoxSizeSmall, gen.BoxSizeMedium, gen.BoxSizeLarge}, *r.Size) {
 		return errorf(http.StatusBadRequest, "size must be small, medium or large, not %q", *r.Size)
 	}

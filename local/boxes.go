@@ -1,6 +1,7 @@
 package local
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -343,6 +344,8 @@ func (m *boxes) start(b *store.Box) (*sandbox.Sandbox, error) {
 		CABundle:     bn.HostCABundle,
 		EgressSocket: bn.HostSocket,
 		UID:          owner,
+		GitUserName:  cmp.Or(b.GitUserName, defaultGitUserName),
+		GitUserEmail: cmp.Or(b.GitUserEmail, defaultGitUserEmail),
 		Limits:       limits,
 	})
 	if err != nil {

@@ -216,10 +216,13 @@ func chownTree(dir string, owner int) error {
 }
 
 // etcFiles are the files of a box's /etc that boxd writes: the box user,
-// its host name, and a resolver configuration that points nowhere (names
-// are resolved by the egress proxy).
-func etcFiles(hostname string) map[string]string {
+// its host name, a resolver configuration that points nowhere (names are
+// resolved by the egress proxy), and git's system configuration with the
+// box's identity, so that commits work in a fresh box.
+func etcFiles(spec Spec) map[string]string {
+	hostname := spec.Hostname
 	return map[string]string{
+		"gitconfig":     "# /etc/gitconfig of a box, written by boxd.\n[user]\n\tname = " + gitValue(spec.GitUserName) + "\n\temail = " + gitValue(spec.GitUserEmail) + "\n",
 		"passwd":        "root:x:0:0:root:/root:/usr/sbin/nologin\n" + UserName + ":x:1000:1000:Box User:" + UserHome + ":/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
 		"group":         "root:x:0:\n" + UserName + ":x:1000:\nnogroup:x:65534:\n",
 		"hostname":      hostname + "\n",
@@ -228,6 +231,12 @@ func etcFiles(hostname string) map[string]string {
 		"resolv.conf":   "nameserver 127.0.0.1\n",
 		"profile":       profile,
 	}
+}
+
+// gitValue quotes s as a value of a git configuration file.
+func gitValue(s string) string {
+	s = strings.NewReplacer("\\", "\\\\", `"`, `\"`, "\n", " ", "\r", " ", "\x00", "").Replace(s)
+	return `"` + s + `"`
 }
 
 // profile is the box's /etc/profile, read by login shells (exec sessions
@@ -253,11 +262,12 @@ const Path = "/home/boxuser/.local/bin:/home/boxuser/bin:/usr/local/sbin:/usr/lo
 
 // etcFromHost lists host /etc entries that carry no secrets and that common
 // programs need (dynamic linker cache, TLS roots, alternatives symlinks,
-// shell start-up files, time zone).
+// shell start-up files, time zone). The host's gitconfig and npmrc are not
+// among them: they often hold credentials or credential helpers.
 var etcFromHost = []string{
 	"alternatives", "ssl", "ca-certificates", "ca-certificates.conf", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
 	"localtime", "timezone", "profile.d", "bash.bashrc", "inputrc", "mime.types", "protocols", "services",
-	"os-release", "debian_version", "gitconfig", "npmrc", "terminfo", "magic", "python3", "python3.11",
+	"os-release", "debian_version", "terminfo", "magic", "python3", "python3.11",
 	"fonts", // fontconfig, for the browser's text
 }
 
@@ -286,6 +296,10 @@ type Spec struct {
 	UID int
 	// Limits bound the box's CPU, memory and processes (root only).
 	Limits cgroup.Limits
+	// GitUserName and GitUserEmail are the identity of git commits made
+	// in the box (its /etc/gitconfig), unless the box's own git
+	// configuration names another.
+	GitUserName, GitUserEmail string
 }
 
 // hostCABundle is where Debian-like systems keep the CA bundle that
@@ -716,7 +730,7 @@ func (s *Sandbox) bwrapArgs() ([]string, []*os.File, error) {
 			a = append(a, "--ro-bind", p, p)
 		}
 	}
-	etc := etcFiles(spec.Hostname)
+	etc := etcFiles(spec)
 	names := make([]string, 0, len(etc))
 	for name := range etc {
 		names = append(names, name)
