@@ -1,6 +1,9 @@
 package box_test
 
 import (
+	"context"
+	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,5 +111,55 @@ func TestManagedHarness(t *testing.T) {
 	nokey := newBox(t, srv, &box.CreateParams{Agent: &box.AgentOptions{Harness: box.HarnessClaudeCode, Model: box.ClaudeCodeSonnet4_5}})
 	if _, err := nokey.Agent.Run(ctx, &box.AgentParams{Prompt: "hi"}); box.StatusCode(err) != 424 || !strings.Contains(err.Error(), "ANTHROPIC_API_KEY") {
 		t.Errorf("run without a key = %v", err)
+	}
+}
+
+// TestFirstSDKModelScheme creates a box as the official SDKs' 0.1.x
+// releases do, with a top-level model of their scheme and no agent: the
+// box gets the harness the model names, and the CLI the model's id of
+// today.
+func TestFirstSDKModelScheme(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t)
+	ctx := t.Context()
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL()+"/v2/box", strings.NewReader(`{"model":"claude/opus_4_6","agent_api_key":"sk-ant-old-sdk"}`))
+	req.Header.Set("X-Box-Api-Key", srv.APIKey())
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var made struct {
+		ID    string `json:"id"`
+		Model string `json:"model"`
+		Agent string `json:"agent"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&made)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 || made.Model != "claude/opus_4_6" || made.Agent != "claude-code" {
+		t.Fatalf("create with a 0.1.x model: %d %+v, %v", resp.StatusCode, made, err)
+	}
+	b, err := srv.Client().Get(ctx, made.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Delete(context.WithoutCancel(ctx)) })
+	stub := filepath.Join(t.TempDir(), "claude")
+	if err := os.WriteFile(stub, []byte("#!/bin/sh\nprintf '%s\\n' \"$@\" > /home/boxuser/claude-args\ncat /home/boxuser/claude.jsonl\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err = b.Files.Upload(ctx, []box.UploadFile{
+		{LocalPath: stub, Destination: "/home/boxuser/.local/bin/claude"},
+		{LocalPath: "../local/internal/harnesses/testdata/claude-code.jsonl", Destination: "/home/boxuser/claude.jsonl"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, b, "chmod +x /home/boxuser/.local/bin/claude")
+	if r, err := b.Agent.Run(ctx, &box.AgentParams{Prompt: "hello"}); err != nil || r.Status != box.RunCompleted {
+		t.Fatalf("a run on the box = %+v, %v", r, err)
+	}
+	if args, _ := b.Files.ReadText(ctx, "/home/boxuser/claude-args"); !strings.Contains(args, "--model\nclaude-opus-4-6\n") {
+		t.Errorf("claude argv = %q", args)
 	}
 }

@@ -274,7 +274,7 @@ func (c *controlPlane) ConfigureCustomRunner(ctx context.Context, req gen.Config
 // as the official SDKs do.
 func inferHarness(model string) string {
 	for _, p := range []struct{ prefix, harness string }{
-		{"custom/", "custom"}, {"cursor/", "cursor"}, {"vercel/openai/", "codex"}, {"vercel/", "claude-code"},
+		{"custom/", "custom"}, {"cursor/", "cursor"}, {"vercel/openai/", "codex"}, {"vercel/", "claude-code"}, {"claude/", "claude-code"},
 		{"openrouter/", "claude-code"}, {"opencode/", "opencode"}, {"openai/", "codex"}, {"anthropic/", "claude-code"},
 	} {
 		if strings.HasPrefix(model, p.prefix) {

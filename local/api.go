@@ -279,6 +279,11 @@ func (c *controlPlane) create(body *gen.CreateBoxRequest, fill func(*store.Box) 
 		UpdatedAt:     now.Unix(),
 		Seq:           now.UnixNano(),
 	}
+	if b.Agent == "" && b.Model != "" && !b.Ephemeral {
+		// The official SDKs' first releases (0.1.x) send a model and no
+		// agent: the model names the harness, as on the cloud.
+		b.Agent = inferHarness(b.Model)
+	}
 	if body.CustomRunner != nil {
 		b.CustomRunner = raw(body.CustomRunner)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/browser"
+	"github.com/upstash/box-go/local/internal/harnesses"
 	"github.com/upstash/box-go/local/internal/store"
 )
 
@@ -332,6 +333,7 @@ var modelProviders = map[string]modelProvider{
 // provider: "anthropic/claude-sonnet-4-5" is anthropic's
 // "claude-sonnet-4-5". A bare Claude or GPT id is accepted too.
 func splitModel(model string) (string, string, error) {
+	model = harnesses.CanonicalModel(model)
 	if p, id, ok := strings.Cut(model, "/"); ok {
 		if _, known := modelProviders[p]; known && id != "" {
 			return p, id, nil

@@ -202,6 +202,16 @@ func TestClaudeCodeCommand(t *testing.T) {
 			command{args("--model", "claude-sonnet-4-0", "x"), key, ""},
 		},
 		{
+			"the 0.1.x scheme",
+			Spec{Model: "claude/opus_4_6", Prompt: "x", APIKey: testKey},
+			command{args("--model", "claude-opus-4-6", "x"), key, ""},
+		},
+		{
+			"the 0.1.x scheme, sonnet 4",
+			Spec{Model: "claude/sonnet_4", Prompt: "x", APIKey: testKey, Options: map[string]any{"fallbackModel": "claude/haiku_4_5"}},
+			command{args("--model", "claude-sonnet-4-0", "--fallback-model", "claude-haiku-4-5", "x"), key, ""},
+		},
+		{
 			"bare model id",
 			Spec{Model: "claude-haiku-4-5", Prompt: "x", APIKey: testKey},
 			command{args("--model", "claude-haiku-4-5", "x"), key, ""},

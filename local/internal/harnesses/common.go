@@ -55,10 +55,23 @@ func checkSessionID(id string) error {
 	return nil
 }
 
+// CanonicalModel returns the id that a model of the official SDKs' first
+// scheme (0.1.x) has today: claude/opus_4_6 is anthropic/claude-opus-4-6,
+// claude/sonnet_4 anthropic/claude-sonnet-4. Other ids come back as they
+// are.
+func CanonicalModel(model string) string {
+	if rest, ok := strings.CutPrefix(model, "claude/"); ok && rest != "" {
+		return "anthropic/claude-" + strings.ReplaceAll(rest, "_", "-")
+	}
+	return model
+}
+
 // splitModel splits a Box model id at its first slash into the provider
 // prefix and the rest: "anthropic/claude-sonnet-4-5" gives "anthropic" and
-// "claude-sonnet-4-5". An id without a slash has no provider.
+// "claude-sonnet-4-5". An id without a slash has no provider. Ids of the
+// first scheme are read as today's (CanonicalModel).
 func splitModel(model string) (provider, rest string) {
+	model = CanonicalModel(model)
 	if i := strings.IndexByte(model, '/'); i >= 0 {
 		return model[:i], model[i+1:]
 	}
