@@ -421,6 +421,7 @@ func (rs *runs) runHarness(r *agentRun, o *outcome) error {
 	if err != nil {
 		return err
 	}
+	defer s.boxes.busy(r.box.ID)()
 	prompt := r.spec.prompt
 	if len(r.spec.files) > 0 {
 		paths, err := s.writeAttachments(r.ctx, rt, r.box.ID, r.id, r.spec.files)

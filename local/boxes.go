@@ -33,6 +33,13 @@ type runtime struct {
 	// snapshots.go), and closed when it lets go.
 	held chan struct{}
 
+	// Idle pause (idle.go): the last use, a count of uses, the operations
+	// running, and the idle timer's stop when it is armed.
+	lastUse  time.Time
+	useGen   uint64
+	busyOps  int
+	idleStop func() bool
+
 	transport *http.Transport
 }
 
@@ -212,6 +219,10 @@ func validHostname(s string) bool {
 // until its agent is ready. A paused box is resumed.
 func (m *boxes) ensureRunning(ctx context.Context, b *store.Box) (*runtime, error) {
 	r := m.runtime(b.ID)
+	// A use, before the box is found paused or not (see idle.go).
+	r.mu.Lock()
+	m.touchLocked(r)
+	r.mu.Unlock()
 	for {
 		if err := r.lockUnheld(ctx); err != nil {
 			return nil, err
@@ -463,6 +474,10 @@ func (m *boxes) closeAll() {
 		r.mu.Lock()
 		sb := r.sb
 		r.sb = nil
+		if r.idleStop != nil {
+			r.idleStop()
+			r.idleStop = nil
+		}
 		r.mu.Unlock()
 		if sb != nil {
 			wg.Add(1)

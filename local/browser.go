@@ -506,6 +506,7 @@ func (bs *browsers) serveCDP(w http.ResponseWriter, r *http.Request) {
 		c, _, err := websocket.Dial(ctx, "ws://"+hostport+target, &websocket.DialOptions{HTTPClient: &http.Client{Transport: tr}})
 		return c, err
 	}
+	defer bs.s.boxes.busy(id)() // a CDP client keeps the box awake
 	relayCDP(r.Context(), w, r, dial, ctl.WatchClient(page))
 }
 

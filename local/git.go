@@ -249,6 +249,7 @@ func (r gitResult) msg() string {
 // git runs `git args...` in the box's folder. An error means git did not
 // run to its end; a non-zero exit is in the result. Its texts are scrubbed.
 func (g *gitBox) git(ctx context.Context, o gitOpts, args ...string) (gitResult, error) {
+	defer g.s.boxes.busy(g.b.ID)()
 	var res gitResult
 	env := map[string]string{
 		// Never wait for a password nobody can type.

@@ -302,6 +302,7 @@ func (pv *previews) serve(w http.ResponseWriter, r *http.Request, id string, por
 		}
 		return
 	}
+	defer pv.s.boxes.busy(b.ID)()
 	withAuth := p.Token != "" || p.Username != ""
 	rp := &httputil.ReverseProxy{
 		Transport:  pv.transport,

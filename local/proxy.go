@@ -83,6 +83,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
+	defer s.boxes.busy(b.ID)()
 	rp := &httputil.ReverseProxy{
 		Transport:     rt.transport,
 		FlushInterval: -1,

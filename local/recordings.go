@@ -222,9 +222,11 @@ func (rs *recordings) start(ctx context.Context, b *store.Box, maxSeconds int) (
 	ar := &activeRecording{rec: *rec, r: r, done: make(chan struct{})}
 	rs.active[b.ID] = ar
 	rs.wg.Add(1)
+	inUse := rs.bs.s.boxes.busy(b.ID) // a recording box stays awake
 	go func() {
 		defer rs.wg.Done()
 		<-r.Done()
+		inUse()
 		rs.finish(ar)
 	}()
 	rs.bs.s.logf(b.ID, "info", "system", "browser recording "+rec.ID+" started")

@@ -401,6 +401,7 @@ func (sch *scheduler) process(ctx context.Context, b *store.Box, argv []string, 
 	if err != nil {
 		return res, fmt.Errorf("the box did not start: %w", err)
 	}
+	defer sch.s.boxes.busy(b.ID)()
 	body, _ := json.Marshal(agent.ProcessRequest{Argv: argv, Folder: folder})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://box"+agent.ProcessPath, bytes.NewReader(body))
 	if err != nil {

@@ -106,6 +106,13 @@ type Config struct {
 	// Boxes reach it through boxd's egress proxy, so a server on the
 	// host's loopback is http://host.boxd.internal:{port}.
 	GitHubURL string
+	// IdlePause is how long a box that is not keep-alive may go without
+	// use before boxd pauses it; the next call wakes it. Every call to a
+	// box is a use, and exec, code, streams, sessions, agent and schedule
+	// runs, git and browser recordings count for as long as they run;
+	// background processes alone do not. Zero means DefaultIdlePause (15
+	// minutes), a negative value never.
+	IdlePause time.Duration
 	// Sizes are the limits of each box size; a size this map does not
 	// have gets DefaultSizes' limits. They are enforced with control
 	// groups, so only when boxd runs as root.

@@ -700,6 +700,28 @@ func TestFlags(t *testing.T) {
 		}
 	})
 
+	t.Run("idle pause", func(t *testing.T) {
+		t.Parallel()
+		d := launch(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", newKey(), "-idle-pause", "-1s")
+		if st := d.waitExit(10 * time.Second); st.ExitCode() != 2 || !strings.Contains(d.stderr.String(), "-idle-pause") {
+			t.Errorf("-idle-pause -1s: %v, stderr %q", st, d.stderr.String())
+		}
+		requireBwrap(t)
+		key := newKey()
+		cl := start(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", key, "-idle-pause", "1s").client(t, key)
+		ctx := t.Context()
+		b, err := cl.Create(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !waitFor(20*time.Second, func() bool { st, err := b.Status(ctx); return err == nil && st == box.StatusPaused }) {
+			t.Fatal("a box unused for a second of -idle-pause 1s did not pause")
+		}
+		if r, err := b.Exec.Command(ctx, "echo woke"); err != nil || r.Stdout != "woke\n" {
+			t.Errorf("exec on the paused box = %+v, %v", r, err)
+		}
+	})
+
 	t.Run("SIGTERM", func(t *testing.T) {
 		t.Parallel()
 		requireBwrap(t)

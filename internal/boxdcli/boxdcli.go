@@ -71,6 +71,7 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 		providers[name] = u
 		return nil
 	})
+	idlePause := fl.Duration("idle-pause", local.DefaultIdlePause, "pause a box that is not keep-alive after this long without use (0: never); the next call wakes it")
 	verbose := fl.Bool("v", false, "log debug messages")
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -84,6 +85,14 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Errorf("unexpected argument %q", fl.Arg(0))}
 	}
 
+	idle := *idlePause
+	switch {
+	case idle < 0:
+		fmt.Fprintf(stderr, "%s: -idle-pause must not be negative\n", name)
+		return usageError{errors.New("-idle-pause must not be negative")}
+	case idle == 0:
+		idle = -1 // never
+	}
 	level := slog.LevelInfo
 	if *verbose {
 		level = slog.LevelDebug
@@ -104,7 +113,7 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 	// cleanly once it has said it is listening.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv, err := local.New(local.Config{DataDir: *data, APIKey: key, Isolation: *isolation, Logger: log, GitHubURL: *githubURL, GitHubAPIURL: *githubAPIURL, AllowHostLoopback: *hostLoopback, ModelProviderURLs: providers})
+	srv, err := local.New(local.Config{DataDir: *data, APIKey: key, Isolation: *isolation, Logger: log, GitHubURL: *githubURL, GitHubAPIURL: *githubAPIURL, AllowHostLoopback: *hostLoopback, ModelProviderURLs: providers, IdlePause: idle})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,121 @@
+package local
+
+import (
+	"context"
+	"time"
+)
+
+// DefaultIdlePause is how long a box that is not keep-alive may go unused
+// before boxd pauses it, when Config.IdlePause is zero.
+const DefaultIdlePause = 15 * time.Minute
+
+// Idle pause: a box that is not keep-alive is paused once nothing has used
+// it for the server's idle time, as on the cloud, and the next call wakes
+// it (ensureRunning resumes a paused box). Every call that reaches a box
+// counts as use at its start (touch); exec, code, streams, sessions, agent
+// and schedule runs, git, the init command and browser recordings count
+// for as long as they run (busy). Background processes alone do not.
+//
+// The state lives in the box's runtime, under its mutex. A pause decided
+// by the timer is undone at once when a call touched the box between the
+// decision and the freeze: that call may have found the box running, and
+// must not wait on a frozen agent.
+
+// idleTime is the server's idle time; 0 means boxes never idle-pause.
+func (s *Server) idleTime() time.Duration {
+	switch d := s.cfg.IdlePause; {
+	case d < 0:
+		return 0
+	case d == 0:
+		return DefaultIdlePause
+	default:
+		return d
+	}
+}
+
+// touch records a use of box id now, and arms its idle timer.
+func (m *boxes) touch(id string) {
+	r := m.runtime(id)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m.touchLocked(r)
+}
+
+func (m *boxes) touchLocked(r *runtime) {
+	r.lastUse = m.srv.cfg.Clock.Now()
+	r.useGen++
+	m.armLocked(r, m.srv.idleTime())
+}
+
+// armLocked starts r's idle timer to fire in d, unless it is armed.
+func (m *boxes) armLocked(r *runtime, d time.Duration) {
+	if d <= 0 || r.idleStop != nil || r.deleted {
+		return
+	}
+	m.mu.Lock()
+	closing := m.closing
+	m.mu.Unlock()
+	if closing {
+		return
+	}
+	r.idleStop = m.srv.cfg.Clock.AfterFunc(d, func() { go m.idleCheck(r) })
+}
+
+// busy marks box id in use until the returned func is called.
+func (m *boxes) busy(id string) (done func()) {
+	r := m.runtime(id)
+	r.mu.Lock()
+	r.busyOps++
+	m.touchLocked(r)
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		r.busyOps--
+		m.touchLocked(r)
+		r.mu.Unlock()
+	}
+}
+
+// idleCheck runs when r's idle timer fires: it pauses the box if nothing
+// used it for the idle time, or arms the timer for when that may be.
+func (m *boxes) idleCheck(r *runtime) {
+	idle := m.srv.idleTime()
+	r.mu.Lock()
+	r.idleStop = nil
+	if r.deleted || idle <= 0 {
+		r.mu.Unlock()
+		return
+	}
+	if r.busyOps > 0 {
+		m.armLocked(r, idle)
+		r.mu.Unlock()
+		return
+	}
+	if left := idle - m.srv.cfg.Clock.Now().Sub(r.lastUse); left > 0 {
+		m.armLocked(r, left)
+		r.mu.Unlock()
+		return
+	}
+	gen := r.useGen
+	r.mu.Unlock()
+
+	b, err := m.srv.db.Box(r.id)
+	if err != nil || b.KeepAlive || b.Status == "paused" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := m.pause(ctx, r.id); err != nil {
+		m.srv.log.Warn("idle pause failed", "box", r.id, "err", err)
+		return
+	}
+	m.srv.logf(r.id, "info", "system", "box paused after "+idle.String()+" without use")
+	r.mu.Lock()
+	raced := r.useGen != gen || r.busyOps > 0
+	r.mu.Unlock()
+	if raced {
+		if err := m.resume(ctx, r.id); err != nil {
+			m.srv.log.Warn("resume after an idle pause failed", "box", r.id, "err", err)
+		}
+	}
+}
