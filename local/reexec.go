@@ -15,4 +15,7 @@ func init() {
 	if os.Getenv(sandbox.EnvAgent) != "" {
 		agent.Main()
 	}
+	if os.Getenv(agent.EnvSFTP) == "1" {
+		agent.ServeSFTP() // the sftp subsystem of boxd's SSH server
+	}
 }

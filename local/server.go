@@ -33,6 +33,8 @@ import (
 	"github.com/upstash/box-go/local/internal/cgroup"
 	"github.com/upstash/box-go/local/internal/sandbox"
 	"github.com/upstash/box-go/local/internal/store"
+
+	gssh "github.com/gliderlabs/ssh"
 )
 
 // Isolation modes.
@@ -150,6 +152,10 @@ type Server struct {
 	// ports are those boxd's API is served on, as learnt from Serve and
 	// from each request's local address; boxes never reach them.
 	ports sync.Map // uint16 → struct{}
+
+	// sshServers are those ServeSSH runs; Close stops them.
+	sshMu      sync.Mutex
+	sshServers []*gssh.Server
 
 	closeOnce sync.Once
 }
@@ -349,6 +355,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 func (s *Server) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
+		s.closeSSH()
 		s.schedules.close()
 		s.inits.closeAll()
 		s.runs.closeAll()

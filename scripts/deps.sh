@@ -6,7 +6,8 @@
 # With --tests it also checks for node and npm, which the conformance test
 # against the official JS SDK needs, and for chromium and ffmpeg, which the
 # browser tests need (boxes with a browser run Debian's Chromium; ffmpeg
-# encodes their recordings).
+# encodes their recordings), and for openssh-client, whose ssh, scp and
+# sftp the tests of boxd's SSH server drive.
 set -euo pipefail
 
 need=()
@@ -17,6 +18,7 @@ if [ "${1:-}" = "--tests" ]; then
 	command -v npm >/dev/null 2>&1 || need+=(npm)
 	[ -x /usr/lib/chromium/chromium ] || need+=(chromium)
 	command -v ffmpeg >/dev/null 2>&1 || need+=(ffmpeg)
+	command -v sftp >/dev/null 2>&1 || need+=(openssh-client)
 fi
 [ ${#need[@]} -eq 0 ] && exit 0
 

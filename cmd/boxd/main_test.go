@@ -722,6 +722,48 @@ func TestFlags(t *testing.T) {
 		}
 	})
 
+	t.Run("ssh", func(t *testing.T) {
+		t.Parallel()
+		requireBwrap(t)
+		if _, err := exec.LookPath("ssh"); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatal("CI is set and ssh is not installed")
+			}
+			t.Skip("ssh is not installed")
+		}
+		key := newKey()
+		d := start(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", key, "-ssh-addr", "127.0.0.1:0")
+		sshRE := regexp.MustCompile(`^ssh on 127\.0\.0\.1 port (\d+): ssh -p (\d+) <box-id>@127\.0\.0\.1$`)
+		var port string
+		if !waitFor(10*time.Second, func() bool {
+			for _, l := range d.stdoutLines() {
+				if m := sshRE.FindStringSubmatch(l); m != nil && m[1] == m[2] {
+					port = m[1]
+				}
+			}
+			return port != ""
+		}) {
+			t.Fatalf("no ssh line: %q", d.stdoutLines())
+		}
+		b, err := d.client(t, key).Create(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		askpass := filepath.Join(dir, "askpass")
+		if err := os.WriteFile(askpass, []byte("#!/bin/sh\necho "+key+"\n"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("ssh", "-F", "/dev/null", "-p", port, "-o", "StrictHostKeyChecking=accept-new", "-o", "UserKnownHostsFile="+filepath.Join(dir, "known"),
+			"-o", "PreferredAuthentications=password", "-o", "PubkeyAuthentication=no", b.ID()+"@127.0.0.1", "echo $BOX_ID; exit 5")
+		cmd.Env = append(os.Environ(), "SSH_ASKPASS="+askpass, "SSH_ASKPASS_REQUIRE=force")
+		out, err := cmd.Output()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 5 || string(out) != b.ID()+"\n" {
+			t.Errorf("ssh into a box of boxd -ssh-addr: %q, %v", out, err)
+		}
+	})
+
 	t.Run("SIGTERM", func(t *testing.T) {
 		t.Parallel()
 		requireBwrap(t)

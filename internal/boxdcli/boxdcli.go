@@ -71,6 +71,7 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 		providers[name] = u
 		return nil
 	})
+	sshAddr := fl.String("ssh-addr", "", "address to serve SSH on (ssh <box-id>@host -p port, the API key as the password); off when empty")
 	idlePause := fl.Duration("idle-pause", local.DefaultIdlePause, "pause a box that is not keep-alive after this long without use (0: never); the next call wakes it")
 	verbose := fl.Bool("v", false, "log debug messages")
 	if err := fl.Parse(args); err != nil {
@@ -122,8 +123,24 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var sshL net.Listener
+	if *sshAddr != "" {
+		if sshL, err = net.Listen("tcp", *sshAddr); err != nil {
+			l.Close()
+			return fmt.Errorf("-ssh-addr: %w", err)
+		}
+	}
 	url := "http://" + l.Addr().String()
 	fmt.Fprintf(stdout, "boxd listening on %s (data %s, isolation %s)\n", url, *data, *isolation)
+	if sshL != nil {
+		host, port, _ := net.SplitHostPort(sshL.Addr().String())
+		fmt.Fprintf(stdout, "ssh on %s port %s: ssh -p %s <box-id>@%s\n", host, port, port, host)
+		go func() {
+			if err := srv.ServeSSH(ctx, sshL); err != nil {
+				log.Error("SSH server stopped", "err", err)
+			}
+		}()
+	}
 	if generated {
 		fmt.Fprintf(stdout, "API key: %s\n", key)
 	}

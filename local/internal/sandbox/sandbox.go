@@ -98,6 +98,15 @@ const EgressPath = "/proc/self/fd/4"
 // configuration from its standard input.
 const EnvAgent = "BOXD_AGENT"
 
+// AgentPath is where the box's processes find boxd's binary: in the box
+// with bubblewrap, at its host path without isolation.
+func AgentPath(mode Mode, hostBinary string) string {
+	if mode == ModeBwrap {
+		return agentPath
+	}
+	return hostBinary
+}
+
 // Layout names the host paths of one box. Root is boxd's own (mode 0700):
 // the agent's socket and log, the egress socket, the CA bundle, browser
 // recordings. Only Files, below it, belongs to the box user and is what

@@ -1,0 +1,237 @@
+package local
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	gssh "github.com/gliderlabs/ssh"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/upstash/box-go/local/internal/agent"
+	"github.com/upstash/box-go/local/internal/sandbox"
+	"github.com/upstash/box-go/session"
+)
+
+// SSH: `ssh <box-id>@<host> -p <port>`, with the API key as the password,
+// as on the cloud. A shell, a command (with its exit status), a terminal
+// that follows the window, environment variables, signals, and the sftp
+// subsystem (so scp and sftp work) all run through the box's exec
+// sessions, the same in-box machinery as Exec.Session. The sftp server is
+// boxd's own binary in the box (package agent, on github.com/pkg/sftp),
+// running as the box user.
+
+// sshHostKeyName is the host key's file in the data directory.
+const sshHostKeyName = "ssh_host_ed25519_key"
+
+// ctxBoxID is where the password check leaves the box a connection is for.
+type ctxBoxID struct{}
+
+// ServeSSH serves boxes over SSH on l until ctx ends or Close is called.
+// The host key is made on first use and kept in the data directory.
+func (s *Server) ServeSSH(ctx context.Context, l net.Listener) error {
+	signer, err := s.sshHostKey()
+	if err != nil {
+		l.Close()
+		return err
+	}
+	srv := &gssh.Server{
+		HostSigners:     []gssh.Signer{signer},
+		Version:         "boxd",
+		PasswordHandler: s.sshPassword,
+		Handler:         s.sshSession,
+		SubsystemHandlers: map[string]gssh.SubsystemHandler{
+			"sftp": s.sshSFTP,
+		},
+	}
+	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
+	defer stop()
+	s.sshMu.Lock()
+	s.sshServers = append(s.sshServers, srv)
+	s.sshMu.Unlock()
+	err = srv.Serve(l)
+	if errors.Is(err, gssh.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// closeSSH stops the SSH servers (Close).
+func (s *Server) closeSSH() {
+	s.sshMu.Lock()
+	srvs := s.sshServers
+	s.sshServers = nil
+	s.sshMu.Unlock()
+	for _, srv := range srvs {
+		_ = srv.Close()
+	}
+}
+
+// sshHostKey loads the host key, or makes and stores one.
+func (s *Server) sshHostKey() (gssh.Signer, error) {
+	path := filepath.Join(s.cfg.DataDir, sshHostKeyName)
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		_, key, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		block, err := gossh.MarshalPrivateKey(key, "boxd host key")
+		if err != nil {
+			return nil, err
+		}
+		raw = pem.EncodeToMemory(block)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			return s.sshHostKey() // another start made it meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("boxd: SSH host key: %w", err)
+		}
+		_, err = f.Write(raw)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			_ = os.Remove(path)
+			return nil, fmt.Errorf("boxd: SSH host key: %w", err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("boxd: SSH host key: %w", err)
+	}
+	signer, err := gossh.ParsePrivateKey(raw)
+	if err != nil {
+		return nil, fmt.Errorf("boxd: SSH host key %s: %w", path, err)
+	}
+	return signer, nil
+}
+
+// sshPassword admits a connection whose user is a box (its id or name)
+// and whose password is the API key.
+func (s *Server) sshPassword(ctx gssh.Context, password string) bool {
+	keyOK := subtle.ConstantTimeCompare([]byte(password), []byte(s.cfg.APIKey)) == 1
+	b, err := s.db.Box(ctx.User())
+	if !keyOK || err != nil {
+		return false
+	}
+	ctx.SetValue(ctxBoxID{}, b.ID)
+	return true
+}
+
+// sshSession runs a shell or a command.
+func (s *Server) sshSession(ss gssh.Session) {
+	start := &session.Start{Env: sshEnv(ss.Environ())}
+	if cmd := ss.RawCommand(); cmd != "" {
+		start.Cmd = cmd
+	} else {
+		start.Argv = []string{"bash", "-l"}
+	}
+	pty, winCh, isPty := ss.Pty()
+	if isPty {
+		start.TTY, start.Rows, start.Cols = true, clampSize(pty.Window.Height), clampSize(pty.Window.Width)
+		if pty.Term != "" {
+			start.Env = append(start.Env, "TERM="+pty.Term)
+		}
+	}
+	_ = ss.Exit(s.sshRun(ss, start, winCh))
+}
+
+// sshSFTP serves the sftp subsystem with boxd's sftp server in the box.
+func (s *Server) sshSFTP(ss gssh.Session) {
+	start := &session.Start{
+		Argv: []string{sandbox.AgentPath(s.cfg.Isolation, s.agentBinary)},
+		Env:  []string{agent.EnvSFTP + "=1"},
+	}
+	_ = ss.Exit(s.sshRun(ss, start, nil))
+}
+
+// sshRun runs start in the connection's box, wired to the SSH channel,
+// and returns the exit status to report.
+func (s *Server) sshRun(ss gssh.Session, start *session.Start, winCh <-chan gssh.Window) int {
+	ctx := ss.Context()
+	fail := func(msg string) int {
+		fmt.Fprintln(ss.Stderr(), "boxd: "+msg)
+		return 255
+	}
+	id, _ := ctx.Value(ctxBoxID{}).(string)
+	b, err := s.db.Box(id)
+	if err != nil {
+		return fail("box not found")
+	}
+	rt, err := s.boxes.ensureRunning(ctx, b)
+	if err != nil {
+		return fail(err.Error())
+	}
+	defer s.boxes.busy(b.ID)()
+	start.Cwd = "/workspace/home"
+	sess, err := session.Dial(ctx, "ws://box/v2/box/"+url.PathEscape(b.ID)+"/exec-session", start, &session.Options{
+		HTTPClient: &http.Client{Transport: rt.transport},
+	})
+	if err != nil {
+		return fail(err.Error())
+	}
+	defer sess.Close()
+
+	go func() {
+		_, _ = io.Copy(sess.Stdin, ss)
+		_ = sess.Stdin.Close()
+	}()
+	if winCh != nil {
+		go func() {
+			for w := range winCh {
+				_ = sess.Resize(ctx, clampSize(w.Height), clampSize(w.Width))
+			}
+		}()
+	}
+	sigs := make(chan gssh.Signal, 8)
+	ss.Signals(sigs)
+	go func() {
+		for {
+			select {
+			case sig := <-sigs:
+				_ = sess.Signal(ctx, string(sig))
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var out sync.WaitGroup
+	out.Add(2)
+	go func() { defer out.Done(); _, _ = io.Copy(ss, sess.Stdout) }()
+	go func() { defer out.Done(); _, _ = io.Copy(ss.Stderr(), sess.Stderr) }()
+	out.Wait()
+	code, err := sess.Wait(ctx)
+	if err != nil {
+		return fail(err.Error())
+	}
+	return code
+}
+
+// sshEnv keeps the client's environment entries a session can take.
+func sshEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if k, _, ok := strings.Cut(kv, "="); ok && k != "" && !strings.ContainsRune(kv, 0) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// clampSize keeps a terminal dimension in the range a session takes.
+func clampSize(n int) int {
+	return min(max(n, 1), 65535)
+}
