@@ -1,0 +1,269 @@
+// Package ocitest serves OCI images that tests build, from a real registry
+// (go-containerregistry's pkg/registry) on loopback, and counts and
+// tampers with what it serves.
+package ocitest
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// Entry is one entry of a layer.
+type Entry struct {
+	Name string
+	// Type is a tar type flag; zero is a regular file (or a directory
+	// when Name ends in /).
+	Type byte
+	Mode int64
+	// Body is a regular file's content; File, when set, is a host file
+	// whose content it is instead.
+	Body string
+	File string
+	// Link is a symlink's or hard link's target.
+	Link string
+}
+
+// Layer returns a gzipped layer of entries.
+func Layer(t testing.TB, entries ...Entry) v1.Layer {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		h := &tar.Header{Name: e.Name, Mode: e.Mode, Linkname: e.Link, Typeflag: e.Type, Format: tar.FormatPAX}
+		body := []byte(e.Body)
+		if e.File != "" {
+			var err error
+			if body, err = os.ReadFile(e.File); err != nil {
+				t.Fatal(err)
+			}
+		}
+		switch {
+		case h.Typeflag == 0 && strings.HasSuffix(e.Name, "/"):
+			h.Typeflag = tar.TypeDir
+		case h.Typeflag == 0:
+			h.Typeflag = tar.TypeReg
+		}
+		if h.Mode == 0 {
+			h.Mode = 0o644
+			if h.Typeflag == tar.TypeDir {
+				h.Mode = 0o755
+			}
+		}
+		if h.Typeflag == tar.TypeReg {
+			h.Size = int64(len(body))
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			if _, err := tw.Write(body); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw := buf.Bytes()
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(raw)), nil
+	}, tarball.WithCompressionLevel(gzip.BestSpeed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// BusyboxLayer is a layer with Debian's static busybox at /bin/busybox
+// and the links a shell needs (sh, ls, cat, echo, …) beside it: a root
+// with no shell of the host's. The test fails when busybox-static is not
+// installed.
+func BusyboxLayer(t testing.TB) v1.Layer {
+	t.Helper()
+	bin, err := exec.LookPath("busybox")
+	if err != nil {
+		for _, p := range []string{"/bin/busybox", "/usr/bin/busybox"} {
+			if _, err2 := os.Stat(p); err2 == nil {
+				bin, err = p, nil
+			}
+		}
+	}
+	if err != nil {
+		t.Fatal("busybox is not installed (Debian's busybox-static): ./scripts/deps.sh --tests installs it")
+	}
+	entries := []Entry{{Name: "bin/"}, {Name: "bin/busybox", File: bin, Mode: 0o755}}
+	for _, app := range []string{"sh", "ls", "cat", "echo", "id", "env", "pwd", "sleep", "uname", "wc", "head", "mkdir", "touch", "rm", "test", "true", "false", "printf", "grep", "ps", "kill", "stat"} {
+		entries = append(entries, Entry{Name: "bin/" + app, Type: tar.TypeSymlink, Link: "busybox"})
+	}
+	entries = append(entries, Entry{Name: "etc/"}, Entry{Name: "etc/os-release", Body: "ID=busybox\nNAME=\"Busybox test image\"\n"})
+	return Layer(t, entries...)
+}
+
+// Registry is a registry on loopback.
+type Registry struct {
+	// Host is its host:port, to put in references.
+	Host string
+	srv  *httptest.Server
+
+	mu       sync.Mutex
+	blobGets map[string]int // digest → GETs
+	requests int
+	corrupt  map[string][]byte
+}
+
+// NewRegistry starts a registry; it stops with the test.
+func NewRegistry(t testing.TB) *Registry {
+	t.Helper()
+	r := &Registry{blobGets: map[string]int{}, corrupt: map[string][]byte{}}
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		r.requests++
+		var bad []byte
+		if i := strings.Index(req.URL.Path, "/blobs/"); i >= 0 && req.Method == http.MethodGet {
+			d := req.URL.Path[i+len("/blobs/"):]
+			r.blobGets[d]++
+			bad = r.corrupt[d]
+		}
+		r.mu.Unlock()
+		if bad != nil {
+			w.Header().Set("Content-Length", strconv.Itoa(len(bad)))
+			_, _ = w.Write(bad)
+			return
+		}
+		h.ServeHTTP(w, req)
+	}))
+	t.Cleanup(r.srv.Close)
+	r.Host = strings.TrimPrefix(r.srv.URL, "http://")
+	return r
+}
+
+// Push pushes an image of layers (bottom first) with cfg as repoTag
+// (repository:tag) and returns its full reference and its id (the hex
+// digest of its configuration).
+func (r *Registry) Push(t testing.TB, repoTag string, cfg v1.Config, layers ...v1.Layer) (ref, id string) {
+	t.Helper()
+	img, err := mutate.AppendLayers(empty.Image, layers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture, cf.Config = "linux", runtime.GOARCH, cfg
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		t.Fatal(err)
+	}
+	ref = r.Host + "/" + repoTag
+	nref, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(nref, img); err != nil {
+		t.Fatal(err)
+	}
+	h, err := img.ConfigName()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	r.blobGets = map[string]int{}
+	r.requests = 0
+	r.mu.Unlock()
+	return ref, h.Hex
+}
+
+// Corrupt makes the registry serve with in place of the blob of layer l.
+func (r *Registry) Corrupt(t testing.TB, l v1.Layer, with []byte) {
+	t.Helper()
+	d, err := l.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	r.corrupt[d.String()] = with
+	r.mu.Unlock()
+}
+
+// BlobGets is how many times blobs were fetched since the last Push.
+func (r *Registry) BlobGets() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, c := range r.blobGets {
+		n += c
+	}
+	return n
+}
+
+// MaxBlobGets is the most times any one blob was fetched since the last
+// Push.
+func (r *Registry) MaxBlobGets() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, c := range r.blobGets {
+		n = max(n, c)
+	}
+	return n
+}
+
+// Requests is how many requests the registry had since the last Push.
+func (r *Registry) Requests() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.requests
+}
+
+// Close stops the registry: later pulls find nobody there.
+func (r *Registry) Close() { r.srv.Close() }
+
+// Unpacked lists the regular files, links and directories below dir, as
+// "name", "name/" and "name -> target", for comparing trees.
+func Unpacked(t testing.TB, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			l, _ := os.Readlink(p)
+			out = append(out, rel+" -> "+l)
+		case fi.IsDir():
+			out = append(out, rel+"/")
+		default:
+			out = append(out, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
