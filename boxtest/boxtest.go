@@ -110,7 +110,7 @@ func NewServer(t testing.TB, opts ...Option) *Server {
 	_, _ = rand.Read(b[:])
 	key := "box_test_" + hex.EncodeToString(b[:])
 	// A test's own servers listen on 127.0.0.1: boxes may reach them.
-	cfg := local.Config{DataDir: o.dataDir, APIKey: key, Isolation: o.isolation, Logger: o.logger, MaxUploadBytes: o.maxUpload, Clock: o.clock, AllowHostLoopback: true}
+	cfg := local.Config{DataDir: o.dataDir, APIKey: key, Isolation: o.isolation, Logger: o.logger, MaxUploadBytes: o.maxUpload, Clock: o.clock, AllowHostLoopback: true, Root: local.RootHost}
 	for _, f := range o.configure {
 		f(&cfg)
 	}

@@ -239,7 +239,7 @@ func (c *controlPlane) CreateBox(ctx context.Context, req gen.CreateBoxRequestOb
 	if body == nil {
 		body = &gen.CreateBoxRequest{}
 	}
-	b, err := c.create(body, nil)
+	b, err := c.create(ctx, body, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -250,10 +250,15 @@ func (c *controlPlane) CreateBox(ctx context.Context, req gen.CreateBoxRequestOb
 // and its sandbox, started in the background. fill, when not nil, puts
 // files into the directories before anything runs in the box (a restore
 // from a snapshot); if it fails, the box is removed.
-func (c *controlPlane) create(body *gen.CreateBoxRequest, fill func(*store.Box) error) (*store.Box, error) {
+func (c *controlPlane) create(ctx context.Context, body *gen.CreateBoxRequest, fill func(*store.Box) error) (*store.Box, error) {
 	if err := validateCreate(body); err != nil {
 		return nil, err
 	}
+	imageID, release, err := c.s.images.forCreate(ctx, deref(body.Runtime))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	now := time.Now()
 	b := &store.Box{
 		ID:            newID("box-"),
@@ -274,6 +279,7 @@ func (c *controlPlane) create(body *gen.CreateBoxRequest, fill func(*store.Box) 
 		Skills:        body.Skills,
 		Ephemeral:     deref(body.Ephemeral),
 		Browser:       deref(body.Browser),
+		Image:         imageID,
 		Status:        "idle",
 		CreatedAt:     now.Unix(),
 		UpdatedAt:     now.Unix(),

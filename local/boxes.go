@@ -323,7 +323,17 @@ func (m *boxes) start(b *store.Box) (*sandbox.Sandbox, error) {
 	if err := l.Prepare(owner); err != nil {
 		return nil, fmt.Errorf("prepare box: %w", err)
 	}
-	cfg := agent.Config{BoxID: b.ID, Env: m.srv.boxEnv(b)}
+	root, path, imageEnv, err := m.srv.images.of(b)
+	if err != nil {
+		return nil, fmt.Errorf("start box: %w", err)
+	}
+	cfg := agent.Config{BoxID: b.ID, Env: imageEnv, Path: path}
+	if cfg.Env == nil {
+		cfg.Env = map[string]string{}
+	}
+	for k, v := range m.srv.boxEnv(b) {
+		cfg.Env[k] = v
+	}
 	if m.srv.cfg.Isolation == sandbox.ModeNone {
 		cfg.HostRoot = l.Files().Dir
 	}
@@ -332,6 +342,9 @@ func (m *boxes) start(b *store.Box) (*sandbox.Sandbox, error) {
 		return nil, fmt.Errorf("start box: %w", err)
 	}
 	cfg.EgressSocket, cfg.ProxyListen, cfg.CABundle = sandbox.EgressPath, bn.ProxyListen, bn.CABundle
+	if root != "" {
+		cfg.CABundle = sandbox.ImageCABundle
+	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, err
@@ -358,6 +371,8 @@ func (m *boxes) start(b *store.Box) (*sandbox.Sandbox, error) {
 		GitUserName:  cmp.Or(b.GitUserName, defaultGitUserName),
 		GitUserEmail: cmp.Or(b.GitUserEmail, defaultGitUserEmail),
 		Limits:       limits,
+		Image:        root,
+		Path:         path,
 	})
 	if err != nil {
 		m.srv.net.stopBox(b.ID)

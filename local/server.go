@@ -124,6 +124,14 @@ type Config struct {
 	// {GitHubURL}/api/v3 (GitHub Enterprise) when GitHubURL is set to
 	// another host.
 	GitHubAPIURL string
+	// Root is what a new box's root file system is: RootHost (what empty
+	// means) or RootImage. Boxes keep the root they were created with.
+	Root string
+	// Images maps runtimes to OCI image references in RootImage mode,
+	// over DefaultImages. New refuses an unknown runtime and a reference
+	// that does not parse. Registry credentials come from the docker
+	// configuration (DOCKER_CONFIG or ~/.docker/config.json).
+	Images map[string]string
 }
 
 // Server is boxd. It is an http.Handler.
@@ -138,6 +146,7 @@ type Server struct {
 	runs        *runs
 	inits       *inits
 	net         *network
+	images      *images
 	schedules   *scheduler
 	browsers    *browsers
 	agentBinary string
@@ -198,6 +207,14 @@ func New(cfg Config) (*Server, error) {
 	default:
 		return nil, fmt.Errorf("boxd: unknown isolation %q (want %q or %q)", cfg.Isolation, IsolationBwrap, IsolationNone)
 	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("boxd: %w", err)
+	}
+	var err error
+	if s.images, err = newImages(s); err != nil {
+		return nil, fmt.Errorf("boxd: %w", err)
+	}
+	s.log.Info(s.images.describe())
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("boxd: cannot find own binary for the in-box agent: %w", err)

@@ -387,7 +387,7 @@ func (c *controlPlane) CreateBoxFromSnapshot(ctx context.Context, req gen.Create
 			return nil, errorf(http.StatusConflict, "a box named %q already exists", *body.Name)
 		}
 	}
-	b, err := c.create(body, func(b *store.Box) error { return c.s.restoreSnapshot(ctx, sn, b) })
+	b, err := c.create(ctx, body, func(b *store.Box) error { return c.s.restoreSnapshot(ctx, sn, b) })
 	if err != nil {
 		return nil, err
 	}

@@ -137,7 +137,7 @@ func (s *Server) sshSession(ss gssh.Session) {
 	if cmd := ss.RawCommand(); cmd != "" {
 		start.Cmd = cmd
 	} else {
-		start.Argv = []string{"bash", "-l"}
+		start.Argv = loginShellArgv
 	}
 	pty, winCh, isPty := ss.Pty()
 	if isPty {
@@ -149,12 +149,24 @@ func (s *Server) sshSession(ss gssh.Session) {
 	_ = ss.Exit(s.sshRun(ss, start, winCh))
 }
 
+// loginShellArgv runs the box's login shell: bash, or sh in an image
+// without bash.
+var loginShellArgv = []string{"sh", "-c", "command -v bash >/dev/null 2>&1 && exec bash -l; exec sh -l"}
+
 // sshSFTP serves the sftp subsystem with boxd's sftp server in the box.
 func (s *Server) sshSFTP(ss gssh.Session) {
-	start := &session.Start{
-		Argv: []string{sandbox.AgentPath(s.cfg.Isolation, s.agentBinary)},
-		Env:  []string{agent.EnvSFTP + "=1"},
+	b, err := s.db.Box(ss.Context().Value(ctxBoxID{}).(string))
+	if err != nil {
+		_ = ss.Exit(255)
+		return
 	}
+	argv, err := sandbox.AgentArgv(s.cfg.Isolation, s.agentBinary, b.Image != "")
+	if err != nil {
+		fmt.Fprintf(ss.Stderr(), "boxd: sftp: %v\n", err)
+		_ = ss.Exit(255)
+		return
+	}
+	start := &session.Start{Argv: argv, Env: []string{agent.EnvSFTP + "=1"}}
 	_ = ss.Exit(s.sshRun(ss, start, nil))
 }
 

@@ -64,7 +64,7 @@ func (a *app) shellCmd() *cobra.Command {
 				return err
 			}
 			code, err := terminal.Run(ctx, b, terminal.Params{
-				Argv:   []string{"bash", "-l"},
+				Argv:   []string{"sh", "-c", "command -v bash >/dev/null 2>&1 && exec bash -l; exec sh -l"},
 				Stdin:  a.stdin,
 				Stdout: a.stdout,
 				Stderr: a.stderr,

@@ -119,6 +119,11 @@ func launch(t *testing.T, env []string, args ...string) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !slices.Contains(args, "-root") {
+		// Boxes run on the host's /usr unless the test is of images:
+		// there is no registry to pull the default images from.
+		args = append([]string{"-root", "host"}, args...)
+	}
 	cmd := exec.Command(boxdBin, args...)
 	cmd.Env = env
 	cmd.Stdout = pw

@@ -73,6 +73,20 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 	})
 	sshAddr := fl.String("ssh-addr", "", "address to serve SSH on (ssh <box-id>@host -p port, the API key as the password); off when empty")
 	idlePause := fl.Duration("idle-pause", local.DefaultIdlePause, "pause a box that is not keep-alive after this long without use (0: never); the next call wakes it")
+	root := fl.String("root", local.RootImage, "what a box's root is: image (its runtime's OCI image, pulled into -data once) or host (the host's /usr read-only, no images, works offline)")
+	images := map[string]string{}
+	fl.Func("image", "the OCI image of a runtime, as `runtime=ref`, e.g. python=registry.internal/python:3.13 (repeatable; defaults: the official images, node=docker.io/library/node:lts …)", func(v string) error {
+		rt, ref, ok := strings.Cut(v, "=")
+		if !ok || rt == "" || ref == "" {
+			return errors.New("want runtime=ref")
+		}
+		if _, dup := images[rt]; dup {
+			return fmt.Errorf("runtime %s given twice", rt)
+		}
+		images[rt] = ref
+		return nil
+	})
+	prune := fl.Bool("prune-images", false, "at start, remove the runtime images that no box runs")
 	verbose := fl.Bool("v", false, "log debug messages")
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -114,11 +128,23 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 	// cleanly once it has said it is listening.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv, err := local.New(local.Config{DataDir: *data, APIKey: key, Isolation: *isolation, Logger: log, GitHubURL: *githubURL, GitHubAPIURL: *githubAPIURL, AllowHostLoopback: *hostLoopback, ModelProviderURLs: providers, IdlePause: idle})
+	srv, err := local.New(local.Config{DataDir: *data, APIKey: key, Isolation: *isolation, Logger: log, GitHubURL: *githubURL, GitHubAPIURL: *githubAPIURL, AllowHostLoopback: *hostLoopback, ModelProviderURLs: providers, IdlePause: idle, Root: *root, Images: images})
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
+	if *prune {
+		gone, err := srv.PruneImages()
+		var freed int64
+		for _, img := range gone {
+			freed += img.Size
+			fmt.Fprintf(stdout, "removed image %s (%s)\n", img.ID[:12], strings.Join(img.Refs, " "))
+		}
+		fmt.Fprintf(stdout, "pruned %d images, %d MB\n", len(gone), freed/1e6)
+		if err != nil {
+			return fmt.Errorf("-prune-images: %w", err)
+		}
+	}
 	l, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
@@ -132,6 +158,7 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 	}
 	url := "http://" + l.Addr().String()
 	fmt.Fprintf(stdout, "boxd listening on %s (data %s, isolation %s)\n", url, *data, *isolation)
+	fmt.Fprintln(stdout, srv.DescribeRoot())
 	if sshL != nil {
 		host, port, _ := net.SplitHostPort(sshL.Addr().String())
 		fmt.Fprintf(stdout, "ssh on %s port %s: ssh -p %s <box-id>@%s\n", host, port, port, host)

@@ -38,7 +38,7 @@ func Connect(ctx context.Context) (*box.Client, func(), error) {
 	var k [16]byte
 	_, _ = rand.Read(k[:])
 	key := hex.EncodeToString(k[:])
-	srv, err := local.New(local.Config{DataDir: dir, APIKey: key, Isolation: isolation, AllowHostLoopback: true})
+	srv, err := local.New(local.Config{DataDir: dir, APIKey: key, Isolation: isolation, AllowHostLoopback: true, Root: local.RootHost})
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, err

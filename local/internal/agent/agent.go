@@ -6,6 +6,7 @@
 package agent
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,6 +42,9 @@ type Config struct {
 	// CABundle is the box's CA bundle (the system's roots and boxd's
 	// egress CA), as the box sees it.
 	CABundle string `json:"ca_bundle,omitempty"`
+	// Path is PATH in the box; empty is sandbox.Path. A box whose root is
+	// an image has the image's.
+	Path string `json:"path,omitempty"`
 }
 
 // Agent serves one box.
@@ -63,6 +67,14 @@ func New(cfg Config, log *slog.Logger) *Agent {
 	return &Agent{cfg: cfg, fs: boxFS{hostRoot: cfg.HostRoot}, log: log}
 }
 
+// loginShell is the box's shell: bash, or sh in an image without it.
+func loginShell() string {
+	if _, err := os.Stat("/bin/bash"); err != nil {
+		return "/bin/sh"
+	}
+	return "/bin/bash"
+}
+
 // defaultPath is PATH inside a box.
 const defaultPath = sandbox.Path
 
@@ -72,9 +84,9 @@ func (a *Agent) env() []string {
 		"HOME":    a.fs.real(sandbox.UserHome),
 		"USER":    sandbox.UserName,
 		"LOGNAME": sandbox.UserName,
-		"SHELL":   "/bin/bash",
+		"SHELL":   loginShell(),
 		"LANG":    "C.UTF-8",
-		"PATH":    defaultPath,
+		"PATH":    cmp.Or(a.cfg.Path, defaultPath),
 		"TMPDIR":  a.fs.real("/tmp"),
 		"BOX_ID":  a.cfg.BoxID,
 	}
@@ -128,7 +140,7 @@ func main1(log *slog.Logger) error {
 	}
 	os.Unsetenv(sandbox.EnvAgent)
 	if cfg.HostRoot == "" {
-		os.Setenv("PATH", defaultPath)
+		os.Setenv("PATH", cmp.Or(cfg.Path, defaultPath))
 	}
 	lf := os.NewFile(sandbox.FDListener, "agent.sock")
 	l, err := net.FileListener(lf)

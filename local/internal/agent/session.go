@@ -30,12 +30,12 @@ func (a *Agent) sessionHandler() http.Handler {
 }
 
 // startSession starts the process of a session: argv as given, or cmd
-// through `bash -lc`; in a new process group (with a TTY, a new session
+// through `bash -lc` (sh where there is no bash); in a new process group (with a TTY, a new session
 // whose controlling terminal is the PTY).
 func (a *Agent) startSession(_ context.Context, req *session.Start) (session.Process, error) {
 	argv := req.Argv
 	if len(argv) == 0 {
-		argv = []string{"bash", "-lc", req.Cmd}
+		argv = []string{loginShell(), "-lc", req.Cmd}
 	}
 	dir, err := boxPath(req.Cwd)
 	if err != nil {

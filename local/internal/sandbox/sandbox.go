@@ -22,6 +22,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -238,7 +239,7 @@ func etcFiles(spec Spec) map[string]string {
 		"hosts":         "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + hostname + "\n",
 		"nsswitch.conf": "passwd: files\ngroup: files\nhosts: files dns\n",
 		"resolv.conf":   "nameserver 127.0.0.1\n",
-		"profile":       profile,
+		"profile":       profileFor(cmp.Or(spec.Path, Path)),
 	}
 }
 
@@ -253,8 +254,9 @@ func gitValue(s string) string {
 // put its own in place) and starts nothing: a login shell that forks
 // during its start-up (a host profile's $(id -u)) can swallow a signal
 // that arrives meanwhile, and the command after it then never gets it.
-const profile = `# /etc/profile of a box, written by boxd.
-PATH="` + Path + `"
+func profileFor(path string) string {
+	return `# /etc/profile of a box, written by boxd.
+PATH="` + path + `"
 export PATH
 if [ -d /etc/profile.d ]; then
   for i in /etc/profile.d/*.sh; do
@@ -263,6 +265,7 @@ if [ -d /etc/profile.d ]; then
   unset i
 fi
 `
+}
 
 // Path is PATH inside a box. The box user's own bin directories come
 // first, so that tools installed there (an agent CLI installed with npm,
@@ -309,6 +312,12 @@ type Spec struct {
 	// in the box (its /etc/gitconfig), unless the box's own git
 	// configuration names another.
 	GitUserName, GitUserEmail string
+	// Image, when set, is the host directory of the unpacked image that
+	// is the box's root (prepared by PrepareImageRoot); empty runs the
+	// box on the host's /usr.
+	Image string
+	// Path is PATH in the box, for its /etc/profile; empty is Path.
+	Path string
 }
 
 // hostCABundle is where Debian-like systems keep the CA bundle that
@@ -705,17 +714,57 @@ func (s *Sandbox) bwrapArgs() ([]string, []*os.File, error) {
 		"--die-with-parent",
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
 		"--hostname", spec.Hostname,
-		"--ro-bind", "/usr", "/usr",
-		"--symlink", "usr/bin", "/bin",
-		"--symlink", "usr/sbin", "/sbin",
-		"--symlink", "usr/lib", "/lib",
-		"--proc", "/proc",
-		"--dev", "/dev",
-		"--perms", "0755", "--dir", "/etc",
-		"--perms", "0755", "--dir", "/run",
-		"--perms", "0755", "--dir", "/home",
-		"--perms", "0755", "--dir", "/var",
-		"--symlink", "/tmp", "/var/tmp",
+	)
+	run := []string{agentPath}
+	if spec.Image != "" {
+		// The image's tree, read-only, with the mount points that
+		// PrepareImageRoot made in it.
+		img := spec.Image
+		if s.stage != nil {
+			dir, unmount, err := s.stage.mountTree(img)
+			if err != nil {
+				return nil, files, err
+			}
+			prev := s.unstage
+			s.unstage = func() { unmount(); prev() }
+			img = dir
+		}
+		l, err := loaderFor(spec.Agent)
+		if err != nil {
+			return nil, files, err
+		}
+		a = append(a, "--ro-bind", img, "/", "--proc", "/proc", "--dev", "/dev", "--perms", "0755", "--tmpfs", "/run")
+		a = append(a, l.args()...)
+		run = l.argv()
+	} else {
+		a = append(a,
+			"--ro-bind", "/usr", "/usr",
+			"--symlink", "usr/bin", "/bin",
+			"--symlink", "usr/sbin", "/sbin",
+			"--symlink", "usr/lib", "/lib",
+			"--proc", "/proc",
+			"--dev", "/dev",
+			"--perms", "0755", "--dir", "/etc",
+			"--perms", "0755", "--dir", "/run",
+			"--perms", "0755", "--dir", "/home",
+			"--perms", "0755", "--dir", "/var",
+			"--symlink", "/tmp", "/var/tmp",
+		)
+		if fi, err := os.Lstat("/lib64"); err == nil {
+			if fi.Mode()&os.ModeSymlink != 0 {
+				a = append(a, "--symlink", "usr/lib64", "/lib64")
+			} else {
+				a = append(a, "--ro-bind", "/lib64", "/lib64")
+			}
+		}
+		for _, name := range etcFromHost {
+			p := "/etc/" + name
+			if _, err := os.Stat(p); err == nil {
+				a = append(a, "--ro-bind", p, p)
+			}
+		}
+	}
+	a = append(a,
 		"--bind", tree.Workspace(), Workspace,
 		"--bind", tree.UserHome(), UserHome,
 		"--bind", tree.Tmp(), "/tmp",
@@ -726,19 +775,6 @@ func (s *Sandbox) bwrapArgs() ([]string, []*os.File, error) {
 		// box a sandbox is.
 		"--setenv", "BOX_ID", spec.ID,
 	)
-	if fi, err := os.Lstat("/lib64"); err == nil {
-		if fi.Mode()&os.ModeSymlink != 0 {
-			a = append(a, "--symlink", "usr/lib64", "/lib64")
-		} else {
-			a = append(a, "--ro-bind", "/lib64", "/lib64")
-		}
-	}
-	for _, name := range etcFromHost {
-		p := "/etc/" + name
-		if _, err := os.Stat(p); err == nil {
-			a = append(a, "--ro-bind", p, p)
-		}
-	}
 	etc := etcFiles(spec)
 	names := make([]string, 0, len(etc))
 	for name := range etc {
@@ -757,7 +793,11 @@ func (s *Sandbox) bwrapArgs() ([]string, []*os.File, error) {
 		if err != nil {
 			return nil, files, fmt.Errorf("sandbox: CA bundle: %w", err)
 		}
-		a = append(a, "--perms", "0644", "--ro-bind-data", fd(f), CABundlePath())
+		dst := CABundlePath()
+		if spec.Image != "" {
+			dst = ImageCABundle
+		}
+		a = append(a, "--perms", "0644", "--ro-bind-data", fd(f), dst)
 	}
 	sc, err := seccompFile()
 	if err != nil {
@@ -766,7 +806,7 @@ func (s *Sandbox) bwrapArgs() ([]string, []*os.File, error) {
 	if sc != nil {
 		a = append(a, "--seccomp", fd(sc))
 	}
-	return append(a, "--", agentPath), files, nil
+	return append(append(a, "--"), run...), files, nil
 }
 
 // Pid is the host pid of the sandbox's first process: bubblewrap's init in

@@ -30,6 +30,9 @@ type Box struct {
 	Ephemeral     bool                         `json:"ephemeral,omitempty"`
 	ExpiresAt     int64                        `json:"expires_at,omitempty"`
 	Browser       bool                         `json:"browser,omitempty"`
+	// Image is the id of the runtime image that is the box's root; empty
+	// is the host's /usr.
+	Image string `json:"image,omitempty"`
 	Status        string                       `json:"status"`
 	CreatedAt     int64                        `json:"created_at"`
 	UpdatedAt     int64                        `json:"updated_at"`

@@ -1,0 +1,155 @@
+package local_test
+
+import (
+	"archive/tar"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/upstash/box-go/box"
+	"github.com/upstash/box-go/boxtest"
+	"github.com/upstash/box-go/local"
+	"github.com/upstash/box-go/local/internal/ocitest"
+)
+
+// requireImages skips a test of runtime images where boxd runs without
+// bubblewrap: images need it.
+func requireImages(t *testing.T) {
+	t.Helper()
+	if isolation(t) != local.IsolationBwrap {
+		t.Skip("runtime images need bubblewrap")
+	}
+}
+
+// busyboxImage pushes an image whose only programs are Debian's static
+// busybox, with a second layer that whites out a file of the first, and
+// returns its reference.
+func busyboxImage(t *testing.T, reg *ocitest.Registry, repoTag string, env ...string) string {
+	t.Helper()
+	extra := ocitest.Layer(t,
+		ocitest.Entry{Name: "etc/"},
+		ocitest.Entry{Name: "etc/.wh.os-release"},
+		ocitest.Entry{Name: "etc/image-release", Body: "busybox test image\n"},
+		ocitest.Entry{Name: "usr/local/bin/"},
+		ocitest.Entry{Name: "usr/local/bin/hello", Body: "#!/bin/sh\necho hello from the image\n", Mode: 0o755},
+		ocitest.Entry{Name: "tmp", Type: tar.TypeSymlink, Link: "/etc"},
+	)
+	ref, _ := reg.Push(t, repoTag, v1.Config{Env: append([]string{"PATH=/usr/local/bin:/bin"}, env...), WorkingDir: "/"}, ocitest.BusyboxLayer(t), extra)
+	return ref
+}
+
+// TestRuntimeImageIsTheBoxRoot: a box's root is its runtime's image. The
+// image has no shell, libc or anything else of the host's: the agent runs
+// there, exec runs the image's programs with its PATH and environment,
+// upper layers and whiteouts are honoured, the image is read-only, and
+// the box's workspace, home and /tmp are its own.
+func TestRuntimeImageIsTheBoxRoot(t *testing.T) {
+	t.Parallel()
+	requireImages(t)
+	reg := ocitest.NewRegistry(t)
+	ref := busyboxImage(t, reg, "test/busybox:1", "IMAGE_FLAVOUR=busybox", "HOME=/root")
+	srv := boxtest.NewServer(t, boxtest.WithConfig(func(c *local.Config) {
+		c.Root = local.RootImage
+		c.Images = map[string]string{"python": ref}
+	}))
+	b := newBox(t, srv, &box.CreateParams{Runtime: box.Runtime("python"), Env: map[string]string{"MINE": "1"}})
+	got := mustExec(t, b, `echo "$PATH|$IMAGE_FLAVOUR|$MINE|$HOME"; cat /etc/image-release; hello; test -e /etc/os-release || echo whited-out; test -e /usr/bin/bash || test -e /bin/bash || echo no-bash; ls /usr/lib 2>&1 | head -1`)
+	want := "/home/boxuser/.local/bin:/home/boxuser/bin:/usr/local/bin:/bin|busybox|1|/home/boxuser\nbusybox test image\nhello from the image\nwhited-out\nno-bash\n"
+	if !strings.HasPrefix(got, want) {
+		t.Errorf("in the image:\n%s\nwant it to start with\n%s", got, want)
+	}
+	if r, err := b.Exec.Command(t.Context(), "touch /etc/x"); err != nil || r.ExitCode == 0 {
+		t.Errorf("writing the image's /etc = %+v, %v; want a failure", r, err)
+	}
+	if got := mustExec(t, b, "echo a > /tmp/t && echo b > /workspace/home/w && echo c > ~/h && cat /tmp/t /workspace/home/w ~/h && id -u && cat /etc/passwd | grep boxuser"); !strings.HasPrefix(got, "a\nb\nc\n1000\nboxuser:") {
+		t.Errorf("the box's own directories: %q", got)
+	}
+	if err := b.Files.WriteText(t.Context(), "/workspace/home/f.txt", "through the files API"); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustExec(t, b, "cat f.txt"); got != "through the files API" {
+		t.Errorf("a file written through the API = %q", got)
+	}
+	// The sandbox starts again in its image (a killed sandbox, as after a
+	// restart), and the image is fetched no more.
+	before := reg.Requests()
+	killSandbox(t, b)
+	if got := mustExec(t, b, "cat /etc/image-release f.txt"); got != "busybox test image\nthrough the files API" {
+		t.Errorf("after a restart: %q", got)
+	}
+	other := newBox(t, srv, &box.CreateParams{Runtime: box.Runtime("python")})
+	mustExec(t, other, "true")
+	if n := reg.Requests() - before; n != 0 {
+		t.Errorf("a box of a cached image sent %d requests to the registry", n)
+	}
+}
+
+// TestRuntimeImagePulledOnceAndRefused: concurrent creates of a runtime
+// whose image is new pull it once; with the registry gone a runtime whose
+// image was never pulled fails create with an error that names the image
+// and the reason, and one pulled before still works; unused images are
+// pruned.
+func TestRuntimeImagePulledOnceAndRefused(t *testing.T) {
+	t.Parallel()
+	requireImages(t)
+	reg := ocitest.NewRegistry(t)
+	ref := busyboxImage(t, reg, "test/once:1")
+	never := busyboxImage(t, reg, "test/never:1", "NEVER=1")
+	srv := boxtest.NewServer(t, boxtest.WithConfig(func(c *local.Config) {
+		c.Root = local.RootImage
+		c.Images = map[string]string{"node": ref, "ruby": never}
+	}))
+	var wg sync.WaitGroup
+	boxes := make([]*box.Box, 4)
+	errs := make([]error, 4)
+	for i := range boxes {
+		wg.Go(func() {
+			boxes[i], errs[i] = srv.Client().Create(t.Context(), nil) // node, the default runtime
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("create %d: %v", i, err)
+		}
+	}
+	if n := reg.MaxBlobGets(); n != 1 {
+		t.Errorf("concurrent creates fetched a blob %d times, want once", n)
+	}
+	if got := mustExec(t, boxes[3], "cat /etc/image-release"); got != "busybox test image\n" {
+		t.Errorf("box of the default runtime: %q", got)
+	}
+
+	reg.Close()
+	c := rawFor(t, srv)
+	r := c.do("POST", "/v2/box", map[string]any{"runtime": "ruby"}, nil)
+	wantError(t, "create with the registry down", r, http.StatusBadGateway, "runtime ruby", never, "connection refused")
+	if b, err := srv.Client().Create(t.Context(), &box.CreateParams{Runtime: box.Runtime("node")}); err != nil {
+		t.Errorf("create of a cached runtime with the registry down: %v", err)
+	} else {
+		boxes = append(boxes, b)
+	}
+
+	imgs, err := srv.Backend().Images()
+	if err != nil || len(imgs) != 1 || imgs[0].Boxes != len(boxes) || imgs[0].Refs[0] != ref {
+		t.Fatalf("images = %+v, %v", imgs, err)
+	}
+	if gone, err := srv.Backend().PruneImages(); err != nil || len(gone) != 0 {
+		t.Errorf("prune with boxes on the image = %+v, %v", gone, err)
+	}
+	for _, b := range boxes {
+		if err := b.Delete(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone, err := srv.Backend().PruneImages()
+	if err != nil || len(gone) != 1 || gone[0].ID != imgs[0].ID {
+		t.Errorf("prune of an unused image = %+v, %v", gone, err)
+	}
+	if imgs, _ := srv.Backend().Images(); len(imgs) != 0 {
+		t.Errorf("images after the prune: %+v", imgs)
+	}
+}
