@@ -32,12 +32,12 @@ type Box struct {
 	Browser       bool                         `json:"browser,omitempty"`
 	// Image is the id of the runtime image that is the box's root; empty
 	// is the host's /usr.
-	Image string `json:"image,omitempty"`
-	Status        string                       `json:"status"`
-	CreatedAt     int64                        `json:"created_at"`
-	UpdatedAt     int64                        `json:"updated_at"`
-	LastActivity  int64                        `json:"last_activity_at,omitempty"`
-	TotalCPUNs    int64                        `json:"total_cpu_ns,omitempty"`
+	Image        string `json:"image,omitempty"`
+	Status       string `json:"status"`
+	CreatedAt    int64  `json:"created_at"`
+	UpdatedAt    int64  `json:"updated_at"`
+	LastActivity int64  `json:"last_activity_at,omitempty"`
+	TotalCPUNs   int64  `json:"total_cpu_ns,omitempty"`
 	// Agent usage totals and the session later runs resume.
 	TotalInputTokens  int64   `json:"total_input_tokens,omitempty"`
 	TotalOutputTokens int64   `json:"total_output_tokens,omitempty"`
