@@ -11,8 +11,8 @@ import (
 
 	"github.com/upstash/box-go/box"
 	"github.com/upstash/box-go/boxtest"
+	"github.com/upstash/box-go/internal/ocitest"
 	"github.com/upstash/box-go/local"
-	"github.com/upstash/box-go/local/internal/ocitest"
 )
 
 // requireImages skips a test of runtime images where boxd runs without

@@ -135,7 +135,9 @@ func (s *Server) takeSnapshot(ctx context.Context, b *store.Box, name string) (*
 		err = cerr
 	}
 	if err != nil {
-		if _, gone := s.db.Box(b.ID); errors.Is(gone, store.ErrNotFound) {
+		// A delete that ran meanwhile removes the files before the
+		// record: the archive fails first.
+		if _, gone := s.db.Box(b.ID); errors.Is(gone, store.ErrNotFound) || s.boxes.deleted(b.ID) {
 			return nil, errorf(http.StatusNotFound, "box not found")
 		}
 		if errors.Is(err, archive.ErrTooLarge) {
@@ -183,6 +185,20 @@ func syncDir(dir string) error {
 // sandbox is frozen (unless the user paused it), and until release is
 // called nothing starts, resumes or pauses the box. A start in progress is
 // waited for first.
+// deleted reports whether box id is being deleted, or has been: destroy
+// takes its runtime out first, and removes its record last.
+func (m *boxes) deleted(id string) bool {
+	m.mu.Lock()
+	r := m.rt[id]
+	m.mu.Unlock()
+	if r == nil {
+		return true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.deleted
+}
+
 func (m *boxes) hold(ctx context.Context, id string) (release func(), err error) {
 	r := m.runtime(id)
 	for {

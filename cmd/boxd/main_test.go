@@ -8,6 +8,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/upstash/box-go/internal/ocitest"
 	"io"
 	"os"
 	"os/exec"
@@ -570,9 +572,10 @@ func TestFlags(t *testing.T) {
 				t.Fatalf("no API key printed: %q", d.stdoutLines())
 			}
 		}
-		waitFor(5*time.Second, func() bool { return len(d.stdoutLines()) >= 3 })
+		waitFor(5*time.Second, func() bool { return len(d.stdoutLines()) >= 4 })
 		want := []string{
 			fmt.Sprintf("boxd listening on %s (data %s, isolation bwrap)", d.url, data),
+			"boxes run on the host's /usr (root host): their runtime is recorded, not installed",
 			"API key: " + key,
 			"export UPSTASH_BOX_BASE_URL=" + d.url,
 		}
@@ -724,6 +727,49 @@ func TestFlags(t *testing.T) {
 		}
 		if r, err := b.Exec.Command(ctx, "echo woke"); err != nil || r.Stdout != "woke\n" {
 			t.Errorf("exec on the paused box = %+v, %v", r, err)
+		}
+	})
+
+	t.Run("root image", func(t *testing.T) {
+		t.Parallel()
+		requireBwrap(t)
+		reg := ocitest.NewRegistry(t)
+		ref, _ := reg.Push(t, "test/busybox:1", v1.Config{Env: []string{"PATH=/bin"}}, ocitest.BusyboxLayer(t))
+		data, key := t.TempDir(), newKey()
+		if st := launch(t, nil, "-addr", "127.0.0.1:0", "-data", data, "-api-key", key, "-root", "image", "-image", "cobol="+ref).waitExit(20 * time.Second); st.ExitCode() != 1 {
+			t.Errorf("-image of an unknown runtime: %v", st)
+		}
+		d := start(t, nil, "-addr", "127.0.0.1:0", "-data", data, "-api-key", key, "-root", "image", "-image", "node="+ref)
+		if !slices.ContainsFunc(d.stdoutLines(), func(l string) bool {
+			return strings.HasPrefix(l, "boxes run in their runtime's image (root image): node="+ref+" python=docker.io/library/python:3 ")
+		}) {
+			t.Errorf("boxd does not say what a box's root is: %q", d.stdoutLines())
+		}
+		b, err := d.client(t, key).Create(t.Context(), &box.CreateParams{Runtime: box.RuntimeNode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := b.Exec.Command(t.Context(), "cat /etc/os-release; test -e /usr/bin/bash || echo no host"); err != nil || r.Stdout != "ID=busybox\nNAME=\"Busybox test image\"\nno host\n" {
+			t.Errorf("exec in a box of -image node=%s: %+v, %v", ref, r, err)
+		}
+		if _, err := d.client(t, key).Create(t.Context(), &box.CreateParams{Runtime: box.RuntimePython}); err == nil || !strings.Contains(err.Error(), "docker.io/library/python:3") {
+			t.Errorf("create of a runtime whose image cannot be had = %v, want an error naming the image", err)
+		}
+		d.kill()
+		d = start(t, nil, "-addr", "127.0.0.1:0", "-data", data, "-api-key", key, "-prune-images")
+		if !slices.Contains(d.stdoutLines(), "pruned 0 images, 0 MB") || !slices.Contains(d.stdoutLines(), "boxes run on the host's /usr (root host): their runtime is recorded, not installed") {
+			t.Errorf("-prune-images with a box on the image: %q", d.stdoutLines())
+		}
+		if err := d.client(t, key).DeleteBoxes(t.Context(), []string{b.ID()}); err != nil {
+			t.Fatal(err)
+		}
+		d.kill()
+		d = start(t, nil, "-addr", "127.0.0.1:0", "-data", data, "-api-key", key, "-prune-images")
+		if !slices.ContainsFunc(d.stdoutLines(), func(l string) bool {
+			return strings.HasPrefix(l, "removed image ") && strings.HasSuffix(l, "("+ref+")")
+		}) ||
+			!slices.ContainsFunc(d.stdoutLines(), func(l string) bool { return strings.HasPrefix(l, "pruned 1 images, ") }) {
+			t.Errorf("-prune-images with the image unused: %q", d.stdoutLines())
 		}
 	})
 

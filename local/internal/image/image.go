@@ -143,7 +143,16 @@ func Normalize(ref string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return r.Name(), nil
+	repo := r.Context()
+	reg := repo.RegistryStr()
+	if reg == name.DefaultRegistry {
+		reg = "docker.io" // as people write it
+	}
+	sep := ":"
+	if _, ok := r.(name.Digest); ok {
+		sep = "@"
+	}
+	return reg + "/" + repo.RepositoryStr() + sep + r.Identifier(), nil
 }
 
 // Get returns the image that ref names, pulling it if the store has not

@@ -14,8 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/upstash/box-go/internal/ocitest"
 	"github.com/upstash/box-go/local/internal/image"
-	"github.com/upstash/box-go/local/internal/ocitest"
 )
 
 func open(t *testing.T, opts image.Options) (*image.Store, string) {
