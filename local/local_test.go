@@ -906,7 +906,8 @@ func TestIsolationNone(t *testing.T) {
 	}
 	code, err := b.Exec.Code(ctx, &box.CodeParams{Lang: box.LangJS, Code: "console.log(process.cwd())"})
 	if err != nil || code.Stdout != hostHome+"\n" {
-		t.Errorf("js code = %+v, %v", code, err)
+		log, _ := os.ReadFile(filepath.Join(srv.DataDir(), "boxes", b.ID(), "agent.log"))
+		t.Errorf("js code = %+v, %v; the agent's log:\n%s", code, err, log)
 	}
 	if _, err := os.Stat("/usr/bin/python3"); err == nil {
 		code, err = b.Exec.Code(ctx, &box.CodeParams{Lang: box.LangPython, Code: "print(6 * 7)"})

@@ -153,6 +153,9 @@ func (s *Server) takeSnapshot(ctx context.Context, b *store.Box, name string) (*
 	}
 	path := s.snapshotPath(sn.ID)
 	if err := os.Rename(tmp.Name(), path); err != nil {
+		if s.boxes.deleted(b.ID) {
+			return nil, errorf(http.StatusNotFound, "box not found") // and the archive with it
+		}
 		return nil, err
 	}
 	fi, err := os.Stat(path)

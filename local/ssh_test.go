@@ -16,6 +16,10 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/upstash/box-go/internal/ocitest"
+	"github.com/upstash/box-go/local"
 )
 
 // sshd is a boxd serving SSH on a loopback port, for Debian's real
@@ -26,7 +30,7 @@ type sshd struct {
 	dir  string // the client's files: askpass, known hosts
 }
 
-func newSSHD(t *testing.T, dataDir string) *sshd {
+func newSSHD(t *testing.T, dataDir string, cfg ...func(*local.Config)) *sshd {
 	t.Helper()
 	for _, tool := range []string{"ssh", "scp", "sftp"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -36,7 +40,11 @@ func newSSHD(t *testing.T, dataDir string) *sshd {
 			t.Skipf("%s is not installed (apt-get install openssh-client)", tool)
 		}
 	}
-	s := newBrowserServer(t, dataDir, nil)
+	var f func(*local.Config)
+	if len(cfg) > 0 {
+		f = cfg[0]
+	}
+	s := newBrowserServer(t, dataDir, f)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -260,5 +268,49 @@ func TestSSH(t *testing.T) {
 	cmdArgs := []string{"-o", "StrictHostKeyChecking=yes", host, "echo same-host"}
 	if r := again.run(t, "ssh", again.key, cmdArgs...); r.code != 0 || r.stdout != "same-host\n" {
 		t.Errorf("after a restart on the same data directory: %+v", r)
+	}
+}
+
+// TestSSHInRuntimeImage: in a box whose root is an image with busybox and
+// nothing of the host's, ssh runs the image's sh (there is no bash), with
+// a terminal too, and scp and sftp work: boxd's sftp server runs in the
+// image through the host's loader.
+func TestSSHInRuntimeImage(t *testing.T) {
+	t.Parallel()
+	requireImages(t)
+	reg := ocitest.NewRegistry(t)
+	ref, _ := reg.Push(t, "test/busybox:1", v1.Config{Env: []string{"PATH=/bin"}}, ocitest.BusyboxLayer(t))
+	d := newSSHD(t, "", func(c *local.Config) {
+		c.Root = local.RootImage
+		c.Images = map[string]string{"node": ref}
+	})
+	id := decodeJSON[wireTab](t, "create", d.raw(t).do("POST", "/v2/box", map[string]any{"runtime": "node"}, nil)).ID
+	host := id + "@127.0.0.1"
+	if r := d.run(t, "ssh", d.key, host, "cat /etc/os-release; echo $SHELL; exit 4"); r.code != 4 || r.stdout != "ID=busybox\nNAME=\"Busybox test image\"\n/bin/sh\n" {
+		t.Errorf("ssh with a command in the image = %+v", r)
+	}
+	cmd := d.command("ssh", d.key, "-tt", host)
+	cmd.Stdin = strings.NewReader("echo shell in $0; exit 6\n")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 6 || !strings.Contains(string(out), "shell in sh") {
+		t.Errorf("an interactive ssh shell in the image: %v\n%s", err, out)
+	}
+	payload := bytes.Repeat([]byte("image\x00"), 100_000)
+	src := filepath.Join(t.TempDir(), "p.bin")
+	if err := os.WriteFile(src, payload, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := d.run(t, "scp", d.key, src, host+":p.bin"); r.code != 0 {
+		t.Fatalf("scp (sftp) into the image's box = %+v", r)
+	}
+	back := filepath.Join(t.TempDir(), "back.bin")
+	sftp := d.command("sftp", d.key, host)
+	sftp.Stdin = strings.NewReader("get p.bin " + back + "\n")
+	if out, err := sftp.CombinedOutput(); err != nil {
+		t.Fatalf("sftp get: %v\n%s", err, out)
+	}
+	if got, err := os.ReadFile(back); err != nil || !bytes.Equal(got, payload) {
+		t.Errorf("sftp round trip in the image's box: %d bytes, %v", len(got), err)
 	}
 }

@@ -6,8 +6,9 @@
 # With --tests it also checks for node and npm, which the conformance test
 # against the official JS SDK needs, and for chromium and ffmpeg, which the
 # browser tests need (boxes with a browser run Debian's Chromium; ffmpeg
-# encodes their recordings), and for openssh-client, whose ssh, scp and
-# sftp the tests of boxd's SSH server drive.
+# encodes their recordings), for openssh-client, whose ssh, scp and
+# sftp the tests of boxd's SSH server drive, and for busybox-static and
+# mmdebstrap, from which the tests of runtime images build their images.
 set -euo pipefail
 
 need=()
@@ -19,6 +20,8 @@ if [ "${1:-}" = "--tests" ]; then
 	[ -x /usr/lib/chromium/chromium ] || need+=(chromium)
 	command -v ffmpeg >/dev/null 2>&1 || need+=(ffmpeg)
 	command -v sftp >/dev/null 2>&1 || need+=(openssh-client)
+	[ -x /bin/busybox ] || need+=(busybox-static)
+	command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
 fi
 [ ${#need[@]} -eq 0 ] && exit 0
 

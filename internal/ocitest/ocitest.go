@@ -7,6 +7,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"debug/elf"
 	"io"
 	"log"
 	"net/http"
@@ -111,6 +112,16 @@ func BusyboxLayer(t testing.TB) v1.Layer {
 	}
 	if err != nil {
 		t.Fatal("busybox is not installed (Debian's busybox-static): ./scripts/deps.sh --tests installs it")
+	}
+	if f, err := elf.Open(bin); err != nil {
+		t.Fatalf("busybox %s: %v", bin, err)
+	} else {
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				t.Fatalf("%s is linked dynamically; the images need Debian's busybox-static", bin)
+			}
+		}
+		f.Close()
 	}
 	entries := []Entry{{Name: "bin/"}, {Name: "bin/busybox", File: bin, Mode: 0o755}}
 	for _, app := range []string{"sh", "ls", "cat", "echo", "id", "env", "pwd", "sleep", "uname", "wc", "head", "mkdir", "touch", "rm", "test", "true", "false", "printf", "grep", "ps", "kill", "stat"} {
