@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"debug/elf"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -53,7 +54,11 @@ func buildAndRun(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// Static, as a release is: boxd's agent then runs in a runtime image
+	// as it is (the tests of package local run the dynamic test binary,
+	// through the host's loader).
 	build := exec.Command(gobin, "build", "-o", boxdBin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building boxd: %v\n%s", err, out)
 		return 1
@@ -740,7 +745,15 @@ func TestFlags(t *testing.T) {
 			t.Errorf("-image of an unknown runtime: %v", st)
 		}
 		d := start(t, nil, "-addr", "127.0.0.1:0", "-data", data, "-api-key", key, "-root", "image", "-image", "node="+ref)
-		if !slices.ContainsFunc(d.stdoutLines(), func(l string) bool {
+		if f, err := elf.Open(boxdBin); err != nil || slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP }) {
+			t.Fatalf("the boxd under test is not static (%v)", err)
+		}
+		// The lines after the listen line come a moment later.
+		said := func(d *daemon, f func(string) bool) bool {
+			return waitFor(10*time.Second, func() bool { return slices.ContainsFunc(d.stdoutLines(), f) })
+		}
+		is := func(s string) func(string) bool { return func(l string) bool { return l == s } }
+		if !said(d, func(l string) bool {
 			return strings.HasPrefix(l, "boxes run in their runtime's image (root image): node="+ref+" python=docker.io/library/python:3 ")
 		}) {
 			t.Errorf("boxd does not say what a box's root is: %q", d.stdoutLines())
@@ -757,7 +770,7 @@ func TestFlags(t *testing.T) {
 		}
 		d.kill()
 		d = start(t, nil, "-addr", "127.0.0.1:0", "-data", data, "-api-key", key, "-prune-images")
-		if !slices.Contains(d.stdoutLines(), "pruned 0 images, 0 MB") || !slices.Contains(d.stdoutLines(), "boxes run on the host's /usr (root host): their runtime is recorded, not installed") {
+		if !said(d, is("pruned 0 images, 0 MB")) || !said(d, is("boxes run on the host's /usr (root host): their runtime is recorded, not installed")) {
 			t.Errorf("-prune-images with a box on the image: %q", d.stdoutLines())
 		}
 		if err := d.client(t, key).DeleteBoxes(t.Context(), []string{b.ID()}); err != nil {
