@@ -355,8 +355,8 @@ type Sandbox struct {
 	fdMu    sync.Mutex
 	initFD  *os.File
 	cleaned bool
-	// unstage removes the box's tree from boxd's mount namespace, and
-	// lets go of the stage.
+	// unstage removes the box's tree (and image) from boxd's mount
+	// namespace.
 	unstage func()
 	stage   *stage
 
@@ -686,17 +686,16 @@ func (s *Sandbox) bwrapArgs() ([]string, []*os.File, error) {
 	if spec.UID != 0 {
 		// The box user has no rights on boxd's directories: its tree and
 		// the agent binary are reached through boxd's stage.
-		st, release, err := acquireStage()
+		st, err := theStage()
 		if err != nil {
 			return nil, files, err
 		}
 		s.stage = st
-		s.unstage = release
 		dir, unmount, err := st.mountTree(tree.Dir)
 		if err != nil {
 			return nil, files, err
 		}
-		s.unstage = func() { unmount(); release() }
+		s.unstage = unmount
 		tree = Tree{Dir: dir}
 		if agent, err = st.agent(spec.Agent); err != nil {
 			return nil, files, err
@@ -1029,11 +1028,10 @@ func Available(probeUID int) error {
 			return err
 		}
 		defer ns.Close()
-		st, release, err := acquireStage()
+		st, err := theStage()
 		if err != nil {
 			return err
 		}
-		defer release()
 		cmd.ExtraFiles = []*os.File{ns}
 		args = append(args, "--userns", "3", "--uid", strconv.Itoa(UID), "--gid", strconv.Itoa(GID))
 		launch = func() error { return st.start(cmd) }

@@ -28,9 +28,12 @@ import (
 // the host sees an empty directory, and a box sees only what bubblewrap
 // mounts for it from there.
 //
-// The thread lives while a sandbox started from it does (a sandbox dies
-// with the thread that started it: --die-with-parent and Pdeathsig are
-// per thread), and ends with the last one.
+// The stage, and its thread, live as long as the process: a process dies
+// with the thread that started it when it has a parent-death signal
+// (--die-with-parent and Pdeathsig are per thread). That holds for the
+// sandboxes started from the stage, and also for processes that other
+// goroutines started on the thread before the stage's goroutine locked
+// it, an unisolated box's agent for one: the thread may never end.
 type stage struct {
 	dir  string
 	reqs chan func()
@@ -41,36 +44,20 @@ type stage struct {
 }
 
 var (
-	stageMu   sync.Mutex
-	stageCur  *stage
-	stageRefs int
+	stageMu  sync.Mutex
+	stageCur *stage
+	stageErr error
 )
 
-// acquireStage returns the process's stage, making it when there is none,
-// and a function to call once what was started from it has ended.
-func acquireStage() (*stage, func(), error) {
+// theStage returns the process's stage, making it the first time. A stage
+// that could not be made is not tried again: its thread stays parked.
+func theStage() (*stage, error) {
 	stageMu.Lock()
 	defer stageMu.Unlock()
-	if stageCur == nil {
-		st, err := newStage()
-		if err != nil {
-			return nil, nil, err
-		}
-		stageCur = st
+	if stageCur == nil && stageErr == nil {
+		stageCur, stageErr = newStage()
 	}
-	stageRefs++
-	st := stageCur
-	var once sync.Once
-	return st, func() {
-		once.Do(func() {
-			stageMu.Lock()
-			defer stageMu.Unlock()
-			if stageRefs--; stageRefs == 0 {
-				close(st.reqs)
-				stageCur = nil
-			}
-		})
-	}, nil
+	return stageCur, stageErr
 }
 
 func newStage() (*stage, error) {
@@ -108,12 +95,13 @@ func stageDir() (string, error) {
 	return dir, nil
 }
 
-// loop serves the stage on a thread of its own until reqs is closed.
+// loop serves the stage on a thread of its own, for as long as the
+// process lives.
 func (st *stage) loop(ready chan<- error) {
 	runtime.LockOSThread()
-	// Never unlocked: the thread must not go back to the Go scheduler
-	// with a mount namespace of its own. It ends with the goroutine, and
-	// its namespace with it.
+	// Never unlocked, and never ended: the thread must not go back to the
+	// Go scheduler with a mount namespace of its own, and its end would
+	// kill what was started from it with a parent-death signal.
 	err := func() error {
 		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 			return err
@@ -127,9 +115,9 @@ func (st *stage) loop(ready chan<- error) {
 	}()
 	ready <- err
 	if err != nil {
-		// The thread's namespace is half made: let it die with the
-		// goroutine rather than serve anything.
-		return
+		// The thread's namespace is half made: it serves nothing, and
+		// stays (theStage does not try again).
+		select {}
 	}
 	for f := range st.reqs {
 		f()
