@@ -13,7 +13,12 @@
 // Boxes are real sandboxes (bubblewrap). Where bubblewrap is not installed
 // the server runs without isolation and says so in the test log; set
 // BOXTEST_REQUIRE_BWRAP=1 (as this repository's CI does) to make that a
-// failure instead.
+// failure instead. Boxes run on the host's /usr (local.RootHost); set
+// local.Config.Root and Images with WithConfig to test runtime images.
+//
+// As root, boxd keeps one goroutine for the life of the process (the
+// thread of its mount namespace): a leak checker such as goleak ignores
+// local.MountThreadFunction.
 package boxtest
 
 import (

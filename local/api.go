@@ -40,7 +40,11 @@ func (s *Server) routes() http.Handler {
 			if status >= 500 {
 				s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 			}
-			writeError(w, status, err.Error())
+			msg := err.Error()
+			if ae := (*apiError)(nil); status == http.StatusInsufficientStorage && !errors.As(err, &ae) {
+				msg = "boxd's data directory is full: " + msg
+			}
+			writeError(w, status, msg)
 		},
 	})
 	api := gen.HandlerWithOptions(strict, gen.StdHTTPServerOptions{
@@ -113,6 +117,8 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, store.ErrNameTaken):
 		return http.StatusConflict
+	case diskFull(err):
+		return http.StatusInsufficientStorage
 	}
 	return http.StatusInternalServerError
 }
@@ -252,6 +258,9 @@ func (c *controlPlane) CreateBox(ctx context.Context, req gen.CreateBoxRequestOb
 // from a snapshot); if it fails, the box is removed.
 func (c *controlPlane) create(ctx context.Context, body *gen.CreateBoxRequest, fill func(*store.Box) error) (*store.Box, error) {
 	if err := validateCreate(body); err != nil {
+		return nil, err
+	}
+	if err := c.s.needDisk("create a box"); err != nil {
 		return nil, err
 	}
 	imageID, release, err := c.s.images.forCreate(ctx, deref(body.Runtime))

@@ -122,7 +122,11 @@ func (im *images) forCreate(ctx context.Context, runtime string) (string, func()
 	img, err := im.store.Get(ctx, ref)
 	if err != nil {
 		im.inUse.RUnlock()
-		return "", nil, errorf(http.StatusBadGateway, "runtime %s: %v (boxd runs boxes in their runtime's image; with root %q it runs them on the host's /usr, offline)", rt, err, RootHost)
+		status := http.StatusBadGateway
+		if diskFull(err) {
+			status = http.StatusInsufficientStorage
+		}
+		return "", nil, errorf(status, "runtime %s: %v (boxd runs boxes in their runtime's image; with root %q it runs them on the host's /usr, offline)", rt, err, RootHost)
 	}
 	var once sync.Once
 	return img.ID, func() { once.Do(im.inUse.RUnlock) }, nil

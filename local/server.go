@@ -37,6 +37,14 @@ import (
 	gssh "github.com/gliderlabs/ssh"
 )
 
+// MountThreadFunction names the function of the one goroutine that boxd
+// keeps for the life of the process once a box has started as root: the
+// thread of boxd's own mount namespace (package sandbox), which must never
+// end, since processes started from it, or from its thread before it took
+// it, die with it. A leak checker that runs boxd in its process ignores
+// it, for example goleak.IgnoreAnyFunction(local.MountThreadFunction).
+const MountThreadFunction = "github.com/upstash/box-go/local/internal/sandbox.(*stage).loop"
+
 // Isolation modes.
 const (
 	// IsolationBwrap runs each box in a bubblewrap sandbox (the default).
@@ -127,6 +135,14 @@ type Config struct {
 	// Root is what a new box's root file system is: RootHost (what empty
 	// means) or RootImage. Boxes keep the root they were created with.
 	Root string
+	// MinFreeDisk is the free space, in bytes, that boxd keeps on its data
+	// directory's file system: below it, creates and snapshots are
+	// refused (507) with a message that says so. Zero means
+	// DefaultMinFreeDisk (256 MiB), a negative value no check. Boxes share
+	// the file system and have no quota of their own: one that fills it
+	// gets ENOSPC, and boxd's calls that write answer 507 until space is
+	// freed.
+	MinFreeDisk int64
 	// Images maps runtimes to OCI image references in RootImage mode,
 	// over DefaultImages. New refuses an unknown runtime and a reference
 	// that does not parse. Registry credentials come from the docker

@@ -87,6 +87,9 @@ func (c *controlPlane) CreateSnapshot(ctx context.Context, req gen.CreateSnapsho
 	case len(name) > maxSnapshotName:
 		return nil, errorf(http.StatusBadRequest, "name is longer than %d bytes", maxSnapshotName)
 	}
+	if err := c.s.needDisk("take a snapshot"); err != nil {
+		return nil, err
+	}
 	sn, err := c.s.takeSnapshot(ctx, b, name)
 	if err != nil {
 		return nil, err

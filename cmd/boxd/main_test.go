@@ -12,6 +12,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/upstash/box-go/internal/ocitest"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -732,6 +733,23 @@ func TestFlags(t *testing.T) {
 		}
 		if r, err := b.Exec.Command(ctx, "echo woke"); err != nil || r.Stdout != "woke\n" {
 			t.Errorf("exec on the paused box = %+v, %v", r, err)
+		}
+	})
+
+	t.Run("min free disk", func(t *testing.T) {
+		t.Parallel()
+		d := launch(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", newKey(), "-min-free-disk", "lots")
+		if st := d.waitExit(10 * time.Second); st.ExitCode() != 2 || !strings.Contains(d.stderr.String(), `"lots" is not a size`) {
+			t.Errorf("-min-free-disk lots: %v, stderr %q", st, d.stderr.String())
+		}
+		requireBwrap(t)
+		key := newKey()
+		_, err := start(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", key, "-min-free-disk", "1000000T").client(t, key).Create(t.Context(), nil)
+		if box.StatusCode(err) != http.StatusInsufficientStorage || !strings.Contains(err.Error(), "it keeps free") {
+			t.Errorf("create with -min-free-disk past the disk = %v, want 507", err)
+		}
+		if _, err := start(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", key, "-min-free-disk", "0").client(t, key).Create(t.Context(), nil); err != nil {
+			t.Errorf("create with -min-free-disk 0: %v", err)
 		}
 	})
 

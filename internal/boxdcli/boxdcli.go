@@ -4,6 +4,7 @@
 package boxdcli
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,10 +13,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -87,6 +90,15 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 		return nil
 	})
 	prune := fl.Bool("prune-images", false, "at start, remove the runtime images that no box runs")
+	minFree := int64(local.DefaultMinFreeDisk)
+	fl.Func("min-free-disk", "free space to keep on -data's file system (`size`: 512M, 2G; 0: no check); below it new boxes and snapshots are refused (default 256M)", func(v string) error {
+		n, err := parseSize(v)
+		if err != nil {
+			return err
+		}
+		minFree = n
+		return nil
+	})
 	verbose := fl.Bool("v", false, "log debug messages")
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -128,7 +140,7 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 	// cleanly once it has said it is listening.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv, err := local.New(local.Config{DataDir: *data, APIKey: key, Isolation: *isolation, Logger: log, GitHubURL: *githubURL, GitHubAPIURL: *githubAPIURL, AllowHostLoopback: *hostLoopback, ModelProviderURLs: providers, IdlePause: idle, Root: *root, Images: images})
+	srv, err := local.New(local.Config{DataDir: *data, APIKey: key, Isolation: *isolation, Logger: log, GitHubURL: *githubURL, GitHubAPIURL: *githubAPIURL, AllowHostLoopback: *hostLoopback, ModelProviderURLs: providers, IdlePause: idle, Root: *root, Images: images, MinFreeDisk: cmp.Or(minFree, -1)})
 	if err != nil {
 		return err
 	}
@@ -173,6 +185,24 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "export UPSTASH_BOX_BASE_URL=%s\n", url)
 	return srv.Serve(ctx, l)
+}
+
+// parseSize reads a size in bytes, with an optional K, M, G or T (powers
+// of 1024, and a B or iB after it if one likes).
+func parseSize(v string) (int64, error) {
+	s := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(v)), "IB"), "B")
+	mult := int64(1)
+	if s != "" {
+		if i := strings.IndexByte("KMGT", s[len(s)-1]); i >= 0 {
+			mult = 1 << (10 * (i + 1))
+			s = s[:len(s)-1]
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("%q is not a size (512M, 2G, 0)", v)
+	}
+	return n * mult, nil
 }
 
 // usageError is a command line that could not be parsed.

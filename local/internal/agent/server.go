@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/upstash/box-go/gen"
@@ -337,6 +338,9 @@ func uploadError(err error) error {
 	var ae *apiError
 	if errors.As(err, &ae) {
 		return err
+	}
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return errorf(http.StatusInsufficientStorage, "writing upload: %v", unwrapPath(err))
 	}
 	return errorf(http.StatusBadRequest, "reading upload: %v", err)
 }

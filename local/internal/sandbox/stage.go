@@ -138,11 +138,30 @@ func (st *stage) mountTree(dir string) (string, func(), error) {
 	st.seq++
 	p := filepath.Join(st.dir, strconv.Itoa(st.seq))
 	st.mu.Unlock()
+	// A copy of dir's mount taken here, in boxd's own namespace, is
+	// attached on the stage: the stage's namespace was copied when it was
+	// made, and file systems mounted since (a data directory of a later
+	// Server) are not in it. Where the kernel cannot (before 5.2), dir is
+	// bound by path.
+	tree, terr := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if terr == nil {
+		defer unix.Close(tree)
+	}
 	err := st.do(func() error {
 		if err := os.Mkdir(p, 0o700); err != nil {
 			return err
 		}
-		if err := unix.Mount(dir, p, "", unix.MS_BIND|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		var err error
+		if terr == nil {
+			err = unix.MoveMount(tree, "", unix.AT_FDCWD, p, unix.MOVE_MOUNT_F_EMPTY_PATH)
+			if err == nil {
+				err = unix.Mount("", p, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_NOSUID|unix.MS_NODEV, "")
+			}
+		} else {
+			err = unix.Mount(dir, p, "", unix.MS_BIND|unix.MS_NOSUID|unix.MS_NODEV, "")
+		}
+		if err != nil {
+			_ = unix.Unmount(p, unix.MNT_DETACH)
 			_ = os.Remove(p)
 			return err
 		}

@@ -1,0 +1,75 @@
+package local_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/upstash/box-go/box"
+	"github.com/upstash/box-go/boxtest"
+	"github.com/upstash/box-go/local"
+)
+
+// TestFullDataDir runs boxd on a 96 MiB file system and fills it from a
+// box. The box's own write fails with ENOSPC, a file written through the
+// API is 507, a new box and a snapshot are refused with 507 and a message
+// that says why, boxd keeps answering, and once the box frees its space
+// all works again.
+func TestFullDataDir(t *testing.T) {
+	t.Parallel()
+	requireRootSandbox(t)
+	dir := t.TempDir()
+	if err := unix.Mount("boxd-test", dir, "tmpfs", 0, "size=96m,mode=0700"); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	srv := boxtest.NewServer(t, boxtest.WithDataDir(dir), boxtest.WithConfig(func(c *local.Config) { c.MinFreeDisk = 16 << 20 }))
+	ctx := t.Context()
+	b := newBox(t, srv, nil)
+
+	r, err := b.Exec.Command(ctx, "head -c 200000000 /dev/zero > big; echo $?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(r.Stderr+r.Stdout, "No space left on device") {
+		t.Errorf("filling the disk from the box: %+v", r)
+	}
+	_, err = b.Files.WriteFrom(ctx, "/workspace/home/more.bin", strings.NewReader(strings.Repeat("x", 1<<20)), nil)
+	if box.StatusCode(err) != http.StatusInsufficientStorage || !strings.Contains(err.Error(), "no space left on device") {
+		t.Errorf("a write through the API on a full disk = %v, want 507", err)
+	}
+	_, err = srv.Client().Create(ctx, nil)
+	if box.StatusCode(err) != http.StatusInsufficientStorage || !strings.Contains(err.Error(), "cannot create a box: boxd's data directory has") || !strings.Contains(err.Error(), "less than the 16 MB it keeps free") {
+		t.Errorf("create on a full disk = %v, want 507 saying why", err)
+	}
+	if _, err := b.Snapshot(ctx, "full"); box.StatusCode(err) != http.StatusInsufficientStorage {
+		t.Errorf("snapshot on a full disk = %v, want 507", err)
+	}
+	if _, err := srv.Client().List(ctx, nil); err != nil {
+		t.Errorf("list on a full disk: %v", err)
+	}
+	rc, err := b.Files.Open(ctx, "/workspace/home/big", nil)
+	if err != nil {
+		t.Fatalf("read on a full disk: %v", err)
+	}
+	n, _ := io.Copy(io.Discard, rc)
+	rc.Close()
+	if n < 50<<20 {
+		t.Errorf("read %d bytes of the big file", n)
+	}
+
+	mustExec(t, b, "rm big")
+	nb, err := srv.Client().Create(ctx, nil)
+	if err != nil {
+		t.Fatalf("create once the space is free: %v", err)
+	}
+	if got := mustExec(t, nb, "echo ok"); got != "ok\n" {
+		t.Errorf("exec in the new box: %q", got)
+	}
+	if _, err := b.Snapshot(ctx, "after"); err != nil {
+		t.Errorf("snapshot once the space is free: %v", err)
+	}
+}
