@@ -263,7 +263,7 @@ func (c *controlPlane) create(ctx context.Context, body *gen.CreateBoxRequest, f
 	if err := c.s.needDisk("create a box"); err != nil {
 		return nil, err
 	}
-	imageID, release, err := c.s.images.forCreate(ctx, deref(body.Runtime))
+	imageID, release, err := c.s.images.forCreate(ctx, deref(body.Runtime), deref(body.Browser))
 	if err != nil {
 		return nil, err
 	}

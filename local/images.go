@@ -111,9 +111,10 @@ func (im *images) describe() string {
 
 // forCreate pulls (or finds) the image of a new box's runtime and returns
 // its id, with a release to call once the box is recorded. In RootHost
-// mode there is none.
-func (im *images) forCreate(ctx context.Context, runtime string) (string, func(), error) {
-	if im.mode != RootImage {
+// mode there is none, and neither is there for a box with a browser: the
+// browser is the host's Chromium, which runs on the host's /usr.
+func (im *images) forCreate(ctx context.Context, runtime string, browser bool) (string, func(), error) {
+	if im.mode != RootImage || browser {
 		return "", func() {}, nil
 	}
 	rt := cmp.Or(runtime, defaultRuntime)

@@ -122,6 +122,14 @@ func TestRuntimeImagePulledOnceAndRefused(t *testing.T) {
 	if got := mustExec(t, boxes[3], "cat /etc/image-release"); got != "busybox test image\n" {
 		t.Errorf("box of the default runtime: %q", got)
 	}
+	// A box with a browser runs on the host's /usr, where Chromium is.
+	bb := newBox(t, srv, &box.CreateParams{Browser: true})
+	if got := mustExec(t, bb, "test -e /etc/image-release || echo host; command -v bash"); got != "host\n/usr/bin/bash\n" {
+		t.Errorf("a box with a browser: %q", got)
+	}
+	if err := bb.Delete(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 
 	reg.Close()
 	c := rawFor(t, srv)
