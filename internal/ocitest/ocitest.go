@@ -138,6 +138,8 @@ type Registry struct {
 	srv  *httptest.Server
 
 	mu       sync.Mutex
+	user     string // with pass, when set, every request needs basic auth
+	pass     string
 	blobGets map[string]int // digest → GETs
 	requests int
 	corrupt  map[string][]byte
@@ -157,7 +159,13 @@ func NewRegistry(t testing.TB) *Registry {
 			r.blobGets[d]++
 			bad = r.corrupt[d]
 		}
+		user, pass := r.user, r.pass
 		r.mu.Unlock()
+		if u, p, ok := req.BasicAuth(); user != "" && (!ok || u != user || p != pass) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="ocitest"`)
+			http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`, http.StatusUnauthorized)
+			return
+		}
 		if bad != nil {
 			w.Header().Set("Content-Length", strconv.Itoa(len(bad)))
 			_, _ = w.Write(bad)
@@ -205,6 +213,14 @@ func (r *Registry) Push(t testing.TB, repoTag string, cfg v1.Config, layers ...v
 	r.requests = 0
 	r.mu.Unlock()
 	return ref, h.Hex
+}
+
+// RequireAuth makes every later request need HTTP basic auth as user and
+// pass, as a private registry does.
+func (r *Registry) RequireAuth(user, pass string) {
+	r.mu.Lock()
+	r.user, r.pass = user, pass
+	r.mu.Unlock()
 }
 
 // Corrupt makes the registry serve with in place of the blob of layer l.

@@ -3,6 +3,7 @@ package image_test
 import (
 	"archive/tar"
 	"context"
+	"encoding/base64"
 	"errors"
 	"io"
 	"os"
@@ -300,4 +301,39 @@ func compressed(t *testing.T, l v1.Layer) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestPrivateRegistryWithDockerConfig: a registry that wants credentials
+// gets those of the docker configuration (DOCKER_CONFIG); without them the
+// pull fails with the registry's answer, and the password is in no error.
+func TestPrivateRegistryWithDockerConfig(t *testing.T) {
+	reg := ocitest.NewRegistry(t)
+	ref, id := reg.Push(t, "private/app:1", v1.Config{}, ocitest.Layer(t, ocitest.Entry{Name: "secret-app", Body: "x"}))
+	const pass = "s3cret-registry-pass"
+	reg.RequireAuth("robot", pass)
+
+	t.Setenv("DOCKER_CONFIG", t.TempDir())
+	s, _ := open(t, image.Options{})
+	_, err := s.Get(t.Context(), ref)
+	if err == nil || !strings.Contains(err.Error(), ref) || !(strings.Contains(err.Error(), "UNAUTHORIZED") || strings.Contains(err.Error(), "401")) {
+		t.Errorf("pull without credentials = %v, want the registry's refusal", err)
+	}
+
+	dir := t.TempDir()
+	auth := base64.StdEncoding.EncodeToString([]byte("robot:" + pass))
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"auths":{"`+reg.Host+`":{"auth":"`+auth+`"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DOCKER_CONFIG", dir)
+	img, err := s.Get(t.Context(), ref)
+	if err != nil || img.ID != id {
+		t.Fatalf("pull with the docker configuration's credentials = %+v, %v", img, err)
+	}
+
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"auths":{"`+reg.Host+`":{"auth":"`+base64.StdEncoding.EncodeToString([]byte("robot:wrong-"+pass))+`"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pull(t.Context(), ref); err == nil || strings.Contains(err.Error(), pass) {
+		t.Errorf("pull with a wrong password = %v; want an error without the password", err)
+	}
 }
