@@ -184,17 +184,24 @@ func (s *Server) Images() ([]ImageInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	byID := map[string][]string{}
-	for ref, id := range s.images.store.Refs() {
-		byID[id] = append(byID[id], ref)
-	}
+	byID := s.images.refsByID()
 	out := make([]ImageInfo, 0, len(imgs))
 	for _, img := range imgs {
-		refs := byID[img.ID]
-		sort.Strings(refs)
-		out = append(out, ImageInfo{ID: img.ID, Refs: refs, Size: img.Size, Boxes: users[img.ID]})
+		out = append(out, ImageInfo{ID: img.ID, Refs: byID[img.ID], Size: img.Size, Boxes: users[img.ID]})
 	}
 	return out, nil
+}
+
+// refsByID returns the references of each image id in the store, sorted.
+func (im *images) refsByID() map[string][]string {
+	byID := map[string][]string{}
+	for ref, id := range im.store.Refs() {
+		byID[id] = append(byID[id], ref)
+	}
+	for _, refs := range byID {
+		sort.Strings(refs)
+	}
+	return byID
 }
 
 // PruneImages removes the runtime images that no box runs, and returns
@@ -207,14 +214,10 @@ func (s *Server) PruneImages() ([]ImageInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	refs := map[string][]string{}
-	for ref, id := range s.images.store.Refs() {
-		refs[id] = append(refs[id], ref)
-	}
+	refs := s.images.refsByID()
 	gone, err := s.images.store.Remove(func(img *image.Image) bool { return users[img.ID] == 0 })
 	out := make([]ImageInfo, 0, len(gone))
 	for _, img := range gone {
-		sort.Strings(refs[img.ID])
 		out = append(out, ImageInfo{ID: img.ID, Refs: refs[img.ID], Size: img.Size})
 		s.log.Info("image removed", "id", img.ID[:12], "refs", strings.Join(refs[img.ID], " "), "size", img.Size)
 	}

@@ -77,6 +77,14 @@ func pushDebian(t testing.TB, reg *ocitest.Registry) string {
 	return ref
 }
 
+// pythonImageServer is boxd with ref as the python runtime's image.
+func pythonImageServer(t testing.TB, ref string) *boxtest.Server {
+	return boxtest.NewServer(t, boxtest.WithConfig(func(c *local.Config) {
+		c.Root = local.RootImage
+		c.Images = map[string]string{"python": ref}
+	}))
+}
+
 // TestDebianRuntimeImage runs python3 in a box whose root is an image built
 // from Debian's packages, and reports the pull and the create + first exec
 // from the cached image.
@@ -85,10 +93,7 @@ func TestDebianRuntimeImage(t *testing.T) {
 	requireImages(t)
 	reg := ocitest.NewRegistry(t)
 	ref := pushDebian(t, reg)
-	srv := boxtest.NewServer(t, boxtest.WithConfig(func(c *local.Config) {
-		c.Root = local.RootImage
-		c.Images = map[string]string{"python": ref}
-	}))
+	srv := pythonImageServer(t, ref)
 	start := time.Now()
 	b := newBox(t, srv, &box.CreateParams{Runtime: box.RuntimePython})
 	pulled := time.Since(start)
@@ -132,10 +137,7 @@ func BenchmarkImagePull(b *testing.B) {
 	ref := pushDebian(b, reg)
 	for b.Loop() {
 		b.StopTimer()
-		srv := boxtest.NewServer(b, boxtest.WithConfig(func(c *local.Config) {
-			c.Root = local.RootImage
-			c.Images = map[string]string{"python": ref}
-		}))
+		srv := pythonImageServer(b, ref)
 		b.StartTimer()
 		if _, err := srv.Client().Create(b.Context(), &box.CreateParams{Runtime: box.RuntimePython}); err != nil {
 			b.Fatal(err)
@@ -151,10 +153,7 @@ func BenchmarkCreateAndFirstExecImage(b *testing.B) {
 	}
 	reg := ocitest.NewRegistry(b)
 	ref := pushDebian(b, reg)
-	srv := boxtest.NewServer(b, boxtest.WithConfig(func(c *local.Config) {
-		c.Root = local.RootImage
-		c.Images = map[string]string{"python": ref}
-	}))
+	srv := pythonImageServer(b, ref)
 	ctx := b.Context()
 	warm, err := srv.Client().Create(ctx, &box.CreateParams{Runtime: box.RuntimePython})
 	if err != nil {

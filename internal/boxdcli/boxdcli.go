@@ -63,32 +63,12 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 	githubAPIURL := fl.String("github-api-url", "", "GitHub REST API (default https://api.github.com, or {github-url}/api/v3 for another -github-url)")
 	hostLoopback := fl.Bool("allow-host-loopback", false, "let boxes reach services on this machine's loopback (127.0.0.1, host.boxd.internal) where their network policy allows; boxd's own API stays out of reach")
 	providers := map[string]string{}
-	fl.Func("model-provider-url", "the base URL of a model provider, as `provider=URL`, for the browser's AI operations, e.g. anthropic=https://llm.internal (repeatable; providers: anthropic, openai, openrouter, vercel)", func(v string) error {
-		name, u, ok := strings.Cut(v, "=")
-		if !ok || name == "" || u == "" {
-			return errors.New("want provider=URL")
-		}
-		if _, dup := providers[name]; dup {
-			return fmt.Errorf("provider %s given twice", name)
-		}
-		providers[name] = u
-		return nil
-	})
+	fl.Func("model-provider-url", "the base URL of a model provider, as `provider=URL`, for the browser's AI operations, e.g. anthropic=https://llm.internal (repeatable; providers: anthropic, openai, openrouter, vercel)", pairInto(providers, "provider", "URL"))
 	sshAddr := fl.String("ssh-addr", "", "address to serve SSH on (ssh <box-id>@host -p port, the API key as the password); off when empty")
 	idlePause := fl.Duration("idle-pause", local.DefaultIdlePause, "pause a box that is not keep-alive after this long without use (0: never); the next call wakes it")
 	root := fl.String("root", local.RootImage, "what a box's root is: image (its runtime's OCI image, pulled into -data once) or host (the host's /usr read-only, no images, works offline)")
 	images := map[string]string{}
-	fl.Func("image", "the OCI image of a runtime, as `runtime=ref`, e.g. python=registry.internal/python:3.13 (repeatable; defaults: the official images, node=docker.io/library/node:lts …)", func(v string) error {
-		rt, ref, ok := strings.Cut(v, "=")
-		if !ok || rt == "" || ref == "" {
-			return errors.New("want runtime=ref")
-		}
-		if _, dup := images[rt]; dup {
-			return fmt.Errorf("runtime %s given twice", rt)
-		}
-		images[rt] = ref
-		return nil
-	})
+	fl.Func("image", "the OCI image of a runtime, as `runtime=ref`, e.g. python=registry.internal/python:3.13 (repeatable; defaults: the official images, node=docker.io/library/node:lts …)", pairInto(images, "runtime", "ref"))
 	prune := fl.Bool("prune-images", false, "at start, remove the runtime images that no box runs")
 	minFree := int64(local.DefaultMinFreeDisk)
 	fl.Func("min-free-disk", "free space to keep on -data's file system (`size`: 512M, 2G; 0: no check); below it new boxes and snapshots are refused (default 256M)", func(v string) error {
@@ -185,6 +165,22 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "export UPSTASH_BOX_BASE_URL=%s\n", url)
 	return srv.Serve(ctx, l)
+}
+
+// pairInto parses a repeatable flag of key=value pairs into m; a key given
+// twice is an error.
+func pairInto(m map[string]string, key, value string) func(string) error {
+	return func(v string) error {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok || k == "" || val == "" {
+			return fmt.Errorf("want %s=%s", key, value)
+		}
+		if _, dup := m[k]; dup {
+			return fmt.Errorf("%s %s given twice", key, k)
+		}
+		m[k] = val
+		return nil
+	}
 }
 
 // parseSize reads a size in bytes, with an optional K, M, G or T (powers
