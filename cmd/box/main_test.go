@@ -586,7 +586,7 @@ func TestInitDemo(t *testing.T) {
 
 func TestServe(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command(boxBin, "serve", "-addr", "127.0.0.1:0", "-data", t.TempDir())
+	cmd := exec.Command(boxBin, "serve", "-root", "host", "-addr", "127.0.0.1:0", "-data", t.TempDir())
 	cmd.Env = env(t, nil)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
