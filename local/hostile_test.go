@@ -541,13 +541,15 @@ func TestEgressFloodStaysInItsBox(t *testing.T) {
 	}
 	mustExec(t, other, curl)
 	before := openFDs(t)
-	script := `import socket, time
+	script := `import os, socket, time
 socks = []
 for i in range(1500):
     s = socket.socket()
     s.connect(("127.0.0.1", 3128))
     socks.append(s)
-open("/tmp/opened", "w").write(str(len(socks)))
+    if len(socks) % 100 == 0:
+        open("/tmp/opened.tmp", "w").write(str(len(socks)))
+        os.rename("/tmp/opened.tmp", "/tmp/opened")
 time.sleep(60)`
 	if err := flood.Files.WriteText(t.Context(), "/tmp/flood.py", script); err != nil {
 		t.Fatal(err)
@@ -558,7 +560,9 @@ time.sleep(60)`
 		return err == nil && got == "1500"
 	}) {
 		log, _ := flood.Files.ReadText(t.Context(), "/tmp/flood.log")
-		t.Fatalf("the flood did not open its connections: %s", log)
+		opened, err := flood.Files.ReadText(t.Context(), "/tmp/opened")
+		ps, _ := flood.Exec.Command(t.Context(), "ps -o pid,stat,etime,args -e")
+		t.Fatalf("the flood did not open its connections: %s of 1500 open (%v); its log: %q; ps:\n%+v", opened, err, log, ps)
 	}
 	time.Sleep(time.Second) // let boxd take what it will
 	peak := openFDs(t)
