@@ -2,15 +2,20 @@ package local
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"mime/multipart"
+	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"strings"
 
 	"github.com/upstash/box-go/gen"
+	"github.com/upstash/box-go/local/internal/egress"
 	"github.com/upstash/box-go/local/internal/harnesses"
 	"github.com/upstash/box-go/local/internal/store"
 )
@@ -44,7 +49,7 @@ func (inv *invocation) notRunnable(msg string) string {
 }
 
 // harnessCommand builds the invocation of box b's harness for prompt.
-func harnessCommand(b *store.Box, prompt string, options map[string]any, boxEnv map[string]string, mcpConfig string) (*invocation, error) {
+func harnessCommand(b *store.Box, prompt string, options map[string]any, boxEnv map[string]string, mcpConfig string, baseURLs map[string]string) (*invocation, error) {
 	if b.Agent == "custom" || (b.Agent == "" && len(b.CustomRunner) > 0) {
 		var cr gen.CustomRunner
 		if err := json.Unmarshal(b.CustomRunner, &cr); err != nil || cr.Command == "" {
@@ -83,11 +88,34 @@ func harnessCommand(b *store.Box, prompt string, options map[string]any, boxEnv 
 	if err != nil {
 		return nil, err
 	}
-	argv, env, stdin, err := h.Command(harnesses.Spec{Model: b.Model, Prompt: prompt, SessionID: b.SessionID, Options: options, APIKey: key, MCPConfig: mcpConfig})
+	argv, env, stdin, err := h.Command(harnesses.Spec{Model: b.Model, Prompt: prompt, SessionID: b.SessionID, Options: options, APIKey: key, MCPConfig: mcpConfig, BaseURLs: baseURLs})
 	if err != nil {
 		return nil, errorf(http.StatusBadRequest, "%s: %v", h.Name(), err)
 	}
 	return &invocation{name: h.Name() + " harness", binary: h.Binary(), argv: argv, env: env, stdin: stdin, mapper: h.NewMapper()}, nil
+}
+
+// boxProviderURLs are the operator's model provider URLs
+// (Config.ModelProviderURLs) as a box reaches them: one on this
+// machine's loopback is host.boxd.internal there, which the egress proxy
+// takes to the host's loopback when boxes may reach it
+// (AllowHostLoopback).
+func (s *Server) boxProviderURLs() map[string]string {
+	if len(s.cfg.ModelProviderURLs) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(s.cfg.ModelProviderURLs))
+	for name, raw := range s.cfg.ModelProviderURLs {
+		u, err := url.Parse(raw)
+		if err != nil {
+			continue // New refused it
+		}
+		if ip, err := netip.ParseAddr(u.Hostname()); (err == nil && ip.IsLoopback()) || u.Hostname() == "localhost" {
+			u.Host = net.JoinHostPort(egress.HostAlias, cmp.Or(u.Port(), map[string]string{"http": "80", "https": "443"}[u.Scheme]))
+		}
+		out[name] = strings.TrimSuffix(u.String(), "/")
+	}
+	return out
 }
 
 // providerKey finds the key a managed harness runs with: a raw key given
@@ -121,7 +149,7 @@ func (c *controlPlane) prepareRun(ctx context.Context, id string, spec *runSpec)
 	if b.Ephemeral {
 		return nil, errorf(http.StatusBadRequest, "ephemeral boxes have no agent")
 	}
-	inv, err := harnessCommand(b, spec.prompt, spec.options, c.s.boxEnv(b), "")
+	inv, err := harnessCommand(b, spec.prompt, spec.options, c.s.boxEnv(b), "", c.s.boxProviderURLs())
 	if err != nil {
 		return nil, err
 	}

@@ -444,7 +444,7 @@ func (rs *runs) runHarness(r *agentRun, o *outcome) error {
 		}
 		mcp = mcpConfigPath
 	}
-	inv, err := harnessCommand(r.box, prompt, r.spec.options, s.boxEnv(r.box), mcp)
+	inv, err := harnessCommand(r.box, prompt, r.spec.options, s.boxEnv(r.box), mcp, s.boxProviderURLs())
 	if err != nil {
 		return err
 	}

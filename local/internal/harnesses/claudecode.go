@@ -1,6 +1,7 @@
 package harnesses
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -143,14 +144,26 @@ func (claudeCode) Command(spec Spec) ([]string, map[string]string, string, error
 	} else {
 		argv = append(argv, spec.Prompt)
 	}
-	env := map[string]string{"IS_SANDBOX": "1"}
-	if route.baseURL != "" {
-		env["ANTHROPIC_BASE_URL"] = route.baseURL
+	// Nothing but the model's requests: no telemetry, error reports or
+	// update checks through the box's network.
+	env := map[string]string{"IS_SANDBOX": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+	switch u := spec.BaseURLs[route.name]; {
+	case u != "" && route.name == "anthropic":
+		// The operator's Anthropic-compatible endpoint takes the key as
+		// Anthropic does.
+		env["ANTHROPIC_BASE_URL"] = u
+		if spec.APIKey != "" {
+			env["ANTHROPIC_API_KEY"] = spec.APIKey
+		}
+	case u != "" || route.baseURL != "":
+		// A gateway's URL is its OpenAI-compatible one (…/v1); its
+		// Anthropic-compatible root is the same without /v1.
+		env["ANTHROPIC_BASE_URL"] = cmp.Or(strings.TrimSuffix(u, "/v1"), route.baseURL)
 		env["ANTHROPIC_API_KEY"] = ""
 		if spec.APIKey != "" {
 			env["ANTHROPIC_AUTH_TOKEN"] = spec.APIKey
 		}
-	} else if spec.APIKey != "" {
+	case spec.APIKey != "":
 		env["ANTHROPIC_API_KEY"] = spec.APIKey
 	}
 	if err := checkCommand(argv, env); err != nil {

@@ -155,7 +155,7 @@ func TestClaudeCodeCommand(t *testing.T) {
 	}`), &opts); err != nil {
 		t.Fatal(err)
 	}
-	key := map[string]string{"IS_SANDBOX": "1", "ANTHROPIC_API_KEY": testKey}
+	key := map[string]string{"IS_SANDBOX": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "ANTHROPIC_API_KEY": testKey}
 	for _, tc := range []struct {
 		name string
 		spec Spec
@@ -221,13 +221,25 @@ func TestClaudeCodeCommand(t *testing.T) {
 			Spec{Model: "openrouter/anthropic/claude-sonnet-4", Prompt: "x", APIKey: testKey,
 				Options: map[string]any{"fallbackModel": "openrouter/anthropic/claude-haiku-4-5"}},
 			command{args("--model", "anthropic/claude-sonnet-4", "--fallback-model", "anthropic/claude-haiku-4-5", "x"),
-				map[string]string{"IS_SANDBOX": "1", "ANTHROPIC_BASE_URL": "https://openrouter.ai/api", "ANTHROPIC_AUTH_TOKEN": testKey, "ANTHROPIC_API_KEY": ""}, ""},
+				map[string]string{"IS_SANDBOX": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "ANTHROPIC_BASE_URL": "https://openrouter.ai/api", "ANTHROPIC_AUTH_TOKEN": testKey, "ANTHROPIC_API_KEY": ""}, ""},
+		},
+		{
+			"the operator's Anthropic endpoint",
+			Spec{Model: "anthropic/claude-sonnet-4-5", Prompt: "x", APIKey: testKey, BaseURLs: map[string]string{"anthropic": "http://llm.internal:4000", "openai": "http://elsewhere/v1"}},
+			command{args("--model", "claude-sonnet-4-5", "x"),
+				map[string]string{"IS_SANDBOX": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "ANTHROPIC_BASE_URL": "http://llm.internal:4000", "ANTHROPIC_API_KEY": testKey}, ""},
+		},
+		{
+			"the operator's OpenRouter endpoint",
+			Spec{Model: "openrouter/anthropic/claude-sonnet-4", Prompt: "x", APIKey: testKey, BaseURLs: map[string]string{"openrouter": "http://or.internal/api/v1"}},
+			command{args("--model", "anthropic/claude-sonnet-4", "x"),
+				map[string]string{"IS_SANDBOX": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "ANTHROPIC_BASE_URL": "http://or.internal/api", "ANTHROPIC_AUTH_TOKEN": testKey, "ANTHROPIC_API_KEY": ""}, ""},
 		},
 		{
 			"vercel",
 			Spec{Model: "vercel/anthropic/claude-sonnet-4.6", Prompt: "x", APIKey: testKey},
 			command{args("--model", "anthropic/claude-sonnet-4.6", "x"),
-				map[string]string{"IS_SANDBOX": "1", "ANTHROPIC_BASE_URL": "https://ai-gateway.vercel.sh", "ANTHROPIC_AUTH_TOKEN": testKey, "ANTHROPIC_API_KEY": ""}, ""},
+				map[string]string{"IS_SANDBOX": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "ANTHROPIC_BASE_URL": "https://ai-gateway.vercel.sh", "ANTHROPIC_AUTH_TOKEN": testKey, "ANTHROPIC_API_KEY": ""}, ""},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -28,6 +28,12 @@ type Spec struct {
 	// ({"mcpServers": {...}}) for the box's MCP servers; "" when it has
 	// none. Harnesses whose CLI takes such a file pass it on.
 	MCPConfig string
+	// BaseURLs are the operator's base URLs of model providers
+	// ("anthropic", "openai", "openrouter", "vercel"), as the box reaches
+	// them: a run against that provider goes there instead. The
+	// Anthropic URL is the API's root (the CLI adds /v1/messages), the
+	// others end in /v1.
+	BaseURLs map[string]string
 }
 
 // Harness is a managed harness.
