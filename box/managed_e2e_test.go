@@ -9,8 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
 	"github.com/upstash/box-go/box"
 	"github.com/upstash/box-go/boxtest"
+	"github.com/upstash/box-go/internal/ocitest"
+	"github.com/upstash/box-go/local"
 )
 
 // TestManagedHarness runs the Claude Code harness through boxd with a
@@ -27,8 +31,14 @@ func TestManagedHarness(t *testing.T) {
 		},
 	})
 
-	// Without the CLI in the box, the run fails at once, naming it.
-	_, err := b.Agent.Run(ctx, &box.AgentParams{Prompt: "list files"})
+	// Without the CLI in the box, the run fails at once, naming it: a box
+	// whose root is an image of busybox alone (the host's /usr may have
+	// the real CLI).
+	reg := ocitest.NewRegistry(t)
+	ref, _ := reg.Push(t, "test/busybox:1", v1.Config{Env: []string{"PATH=/bin"}}, ocitest.BusyboxLayer(t))
+	bare := boxtest.NewServer(t, boxtest.WithConfig(func(c *local.Config) { c.Root, c.Images = local.RootImage, map[string]string{"node": ref} }))
+	nocli := newBox(t, bare, &box.CreateParams{Agent: &box.AgentOptions{Harness: box.HarnessClaudeCode, Model: box.ClaudeCodeSonnet4_5, APIKey: "sk-ant-test-key"}})
+	_, err := nocli.Agent.Run(ctx, &box.AgentParams{Prompt: "list files"})
 	if box.StatusCode(err) != 424 || !strings.Contains(err.Error(), "`claude` is not installed") {
 		t.Fatalf("run without the CLI = %v", err)
 	}

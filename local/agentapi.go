@@ -48,8 +48,17 @@ func (inv *invocation) notRunnable(msg string) string {
 	return fmt.Sprintf("%s could not start: %s", inv.name, msg)
 }
 
-// harnessCommand builds the invocation of box b's harness for prompt.
-func harnessCommand(b *store.Box, prompt string, options map[string]any, boxEnv map[string]string, mcpConfig string, baseURLs map[string]string) (*invocation, error) {
+// harnessInput is what one run gives its harness.
+type harnessInput struct {
+	prompt    string
+	options   map[string]any
+	schema    []byte // the response schema, JSON; nil for none
+	mcpConfig string // the box's MCP configuration file, "" for none
+}
+
+// harnessCommand builds the invocation of box b's harness for a run.
+func harnessCommand(b *store.Box, in harnessInput, boxEnv map[string]string, baseURLs map[string]string) (*invocation, error) {
+	prompt, options := in.prompt, in.options
 	if b.Agent == "custom" || (b.Agent == "" && len(b.CustomRunner) > 0) {
 		var cr gen.CustomRunner
 		if err := json.Unmarshal(b.CustomRunner, &cr); err != nil || cr.Command == "" {
@@ -88,7 +97,7 @@ func harnessCommand(b *store.Box, prompt string, options map[string]any, boxEnv 
 	if err != nil {
 		return nil, err
 	}
-	argv, env, stdin, err := h.Command(harnesses.Spec{Model: b.Model, Prompt: prompt, SessionID: b.SessionID, Options: options, APIKey: key, MCPConfig: mcpConfig, BaseURLs: baseURLs})
+	argv, env, stdin, err := h.Command(harnesses.Spec{Model: b.Model, Prompt: prompt, SessionID: b.SessionID, Options: options, APIKey: key, MCPConfig: in.mcpConfig, BaseURLs: baseURLs, Schema: in.schema})
 	if err != nil {
 		return nil, errorf(http.StatusBadRequest, "%s: %v", h.Name(), err)
 	}
@@ -149,7 +158,7 @@ func (c *controlPlane) prepareRun(ctx context.Context, id string, spec *runSpec)
 	if b.Ephemeral {
 		return nil, errorf(http.StatusBadRequest, "ephemeral boxes have no agent")
 	}
-	inv, err := harnessCommand(b, spec.prompt, spec.options, c.s.boxEnv(b), "", c.s.boxProviderURLs())
+	inv, err := harnessCommand(b, harnessInput{prompt: spec.prompt, options: spec.options, schema: spec.schemaDoc}, c.s.boxEnv(b), c.s.boxProviderURLs())
 	if err != nil {
 		return nil, err
 	}

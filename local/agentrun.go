@@ -37,6 +37,8 @@ type runSpec struct {
 	folder  string
 	options map[string]any
 	schema  *jsonschema.Schema
+	// schemaDoc is the response schema as sent, for the harness.
+	schemaDoc []byte
 	files   []attachment
 	webhook *gen.Webhook
 
@@ -77,6 +79,7 @@ func parseRunJSON(body *gen.AgentRunRequest) (*runSpec, error) {
 			return nil, err
 		}
 		spec.schema = sch
+		spec.schemaDoc, _ = json.Marshal(body.JSONSchema)
 	}
 	return spec, spec.check()
 }
@@ -137,6 +140,7 @@ func parseRunMultipart(mr *multipart.Reader) (*runSpec, error) {
 			if spec.schema, err = compileSchema(m); err != nil {
 				return nil, err
 			}
+			spec.schemaDoc, _ = json.Marshal(m)
 		case "webhook":
 			var wh gen.Webhook
 			if err := json.Unmarshal(v, &wh); err != nil {
@@ -444,7 +448,7 @@ func (rs *runs) runHarness(r *agentRun, o *outcome) error {
 		}
 		mcp = mcpConfigPath
 	}
-	inv, err := harnessCommand(r.box, prompt, r.spec.options, s.boxEnv(r.box), mcp, s.boxProviderURLs())
+	inv, err := harnessCommand(r.box, harnessInput{prompt: prompt, options: r.spec.options, schema: r.spec.schemaDoc, mcpConfig: mcp}, s.boxEnv(r.box), s.boxProviderURLs())
 	if err != nil {
 		return err
 	}

@@ -8,10 +8,16 @@
 # browser tests need (boxes with a browser run Debian's Chromium; ffmpeg
 # encodes their recordings), for openssh-client, whose ssh, scp and
 # sftp the tests of boxd's SSH server drive, and for busybox-static and
-# mmdebstrap, from which the tests of runtime images build their images.
+# mmdebstrap, from which the tests of runtime images build their images,
+# and, from npm, the agent CLIs whose harnesses the tests drive against a
+# scripted model server: Claude Code, Codex and OpenCode, at the versions
+# below.
 set -euo pipefail
 
+agent_clis=(@anthropic-ai/claude-code@2.1.197 @openai/codex@0.169.0 opencode-ai@1.18.33)
+
 need=()
+need_npm=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 [ -x /usr/bin/python3 ] || need+=(python3)
 if [ "${1:-}" = "--tests" ]; then
@@ -22,22 +28,35 @@ if [ "${1:-}" = "--tests" ]; then
 	command -v sftp >/dev/null 2>&1 || need+=(openssh-client)
 	[ -x /bin/busybox ] || need+=(busybox-static)
 	command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
+	for pkg in "${agent_clis[@]}"; do
+		name=${pkg%@*}
+		version=${pkg##*@}
+		bin=$(case $name in @anthropic-ai/claude-code) echo claude ;; @openai/codex) echo codex ;; *) echo opencode ;; esac)
+		# Installed at that version, or installed anew.
+		command -v "$bin" >/dev/null 2>&1 && "$bin" --version 2>/dev/null | grep -q "$version" || need_npm+=("$pkg")
+	done
 fi
-[ ${#need[@]} -eq 0 ] && exit 0
+[ ${#need[@]} -eq 0 ] && [ ${#need_npm[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" = 0 ]; then
 	sudo=()
 elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
 	sudo=(sudo -n)
 else
-	echo "deps: missing ${need[*]}; install them (apt-get install ${need[*]}) or run as root" >&2
+	echo "deps: missing ${need[*]} ${need_npm[*]}; install them (apt-get install ${need[*]}; npm install -g ${need_npm[*]}) or run as root" >&2
 	exit 0
 fi
-if ! command -v apt-get >/dev/null 2>&1; then
-	echo "deps: missing ${need[*]} and no apt-get here; install them with your package manager" >&2
-	exit 0
+if [ ${#need[@]} -gt 0 ]; then
+	if ! command -v apt-get >/dev/null 2>&1; then
+		echo "deps: missing ${need[*]} and no apt-get here; install them with your package manager" >&2
+	else
+		echo "deps: installing ${need[*]}"
+		export DEBIAN_FRONTEND=noninteractive
+		"${sudo[@]}" apt-get update -qq
+		"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+	fi
 fi
-echo "deps: installing ${need[*]}"
-export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" apt-get update -qq
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+if [ ${#need_npm[@]} -gt 0 ]; then
+	echo "deps: installing ${need_npm[*]} from npm"
+	"${sudo[@]}" npm install -g --no-fund --no-audit --loglevel=error "${need_npm[@]}" >/dev/null
+fi

@@ -141,6 +141,24 @@ func Shell(command, final string, usage Usage) Script {
 	}
 }
 
+// JSON answers with out as the run's structured output: through the
+// StructuredOutput tool where the CLI offers one (Claude Code with a
+// response schema), else as the answer's text.
+func JSON(out map[string]any, usage Usage) Script {
+	return func(r *Request) Reply {
+		switch {
+		case r.ShellTool() == "" && !r.HasTool("StructuredOutput"):
+			return Reply{Text: "title", Usage: usage}
+		case r.HasTool("StructuredOutput") && r.HasToolResult:
+			return Reply{Text: "Done.", Usage: usage}
+		case r.HasTool("StructuredOutput"):
+			return Reply{Tool: &ToolCall{Name: "StructuredOutput", Input: out}, Usage: usage}
+		}
+		raw, _ := json.Marshal(out)
+		return Reply{Text: string(raw), Usage: usage}
+	}
+}
+
 func (s *Server) id(prefix string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -138,6 +138,11 @@ func (claudeCode) Command(spec Spec) ([]string, map[string]string, string, error
 	if spec.MCPConfig != "" {
 		argv = append(argv, "--mcp-config="+spec.MCPConfig)
 	}
+	if len(spec.Schema) > 0 {
+		// The CLI gives the model a StructuredOutput tool of that schema
+		// and reports its input as the result's structured_output.
+		argv = append(argv, "--json-schema="+string(spec.Schema))
+	}
 	stdin := ""
 	if promptOnStdin(spec.Prompt) {
 		stdin = spec.Prompt
@@ -330,11 +335,12 @@ type claudeLine struct {
 			Thinking string `json:"thinking"`
 		} `json:"delta"`
 	} `json:"event"`
-	IsError      bool            `json:"is_error"`
-	Result       string          `json:"result"`
-	Errors       json.RawMessage `json:"errors"`
-	TotalCostUSD float64         `json:"total_cost_usd"`
-	Usage        *struct {
+	IsError          bool            `json:"is_error"`
+	Result           string          `json:"result"`
+	StructuredOutput json.RawMessage `json:"structured_output"`
+	Errors           json.RawMessage `json:"errors"`
+	TotalCostUSD     float64         `json:"total_cost_usd"`
+	Usage            *struct {
 		InputTokens              int64 `json:"input_tokens"`
 		CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
 		CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
@@ -491,7 +497,11 @@ func (m *claudeMapper) result(l *claudeLine, emit Emit) bool {
 	}
 	u.TotalCostUSD = l.TotalCostUSD
 	if !l.IsError && (l.Subtype == "" || l.Subtype == "success") {
-		return emit("done", encode(doneData{Output: l.Result, usage: u, SessionID: m.sessionID}))
+		out := l.Result
+		if len(l.StructuredOutput) > 0 && string(l.StructuredOutput) != "null" {
+			out = string(l.StructuredOutput) // a run with a response schema
+		}
+		return emit("done", encode(doneData{Output: out, usage: u, SessionID: m.sessionID}))
 	}
 	msg := claudeErrors(l.Errors)
 	if msg == "" {

@@ -102,6 +102,7 @@ var codexCamel = map[string]string{
 }
 
 func (codex) Command(spec Spec) ([]string, map[string]string, string, error) {
+	spec.Prompt = withSchema(spec.Prompt, spec.Schema)
 	provider, model, err := codexModel(spec.Model)
 	if err != nil {
 		return nil, nil, "", err

@@ -365,3 +365,12 @@ func decodeLine(line []byte, v any) bool {
 	}
 	return json.Unmarshal(line, v) == nil
 }
+
+// withSchema adds a run's response schema to the prompt of a CLI that
+// has no way of its own to enforce one: boxd checks the answer against it.
+func withSchema(prompt string, schema []byte) string {
+	if len(schema) == 0 {
+		return prompt
+	}
+	return prompt + "\n\nAnswer with a single JSON object, and nothing else, that matches this JSON Schema:\n" + string(schema)
+}

@@ -58,6 +58,7 @@ func cursorModel(model string) (string, error) {
 }
 
 func (cursor) Command(spec Spec) ([]string, map[string]string, string, error) {
+	spec.Prompt = withSchema(spec.Prompt, spec.Schema)
 	model, err := cursorModel(spec.Model)
 	if err != nil {
 		return nil, nil, "", err

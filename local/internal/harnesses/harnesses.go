@@ -34,6 +34,9 @@ type Spec struct {
 	// Anthropic URL is the API's root (the CLI adds /v1/messages), the
 	// others end in /v1.
 	BaseURLs map[string]string
+	// Schema is the run's response schema (JSON), nil for none. A harness
+	// whose CLI enforces one is given it; the others get it in the prompt.
+	Schema []byte
 }
 
 // Harness is a managed harness.

@@ -85,6 +85,7 @@ func opencodeKeyEnv(provider string) string {
 var opencodeOptionKeys = []string{"reasoningEffort", "textVerbosity", "reasoningSummary", "thinking"}
 
 func (opencode) Command(spec Spec) ([]string, map[string]string, string, error) {
+	spec.Prompt = withSchema(spec.Prompt, spec.Schema)
 	provider, model := splitModel(spec.Model)
 	if spec.Model != "" && (provider == "" || model == "") {
 		return nil, nil, "", fmt.Errorf("opencode needs a provider/model id, not %q", spec.Model)

@@ -1,0 +1,278 @@
+package box_test
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/upstash/box-go/box"
+	"github.com/upstash/box-go/boxtest"
+	"github.com/upstash/box-go/internal/modeltest"
+	"github.com/upstash/box-go/local"
+)
+
+// requireCLI skips a test of a real agent CLI that is not installed here,
+// naming it, and fails it under CI, which installs it
+// (./scripts/deps.sh --tests). Boxes run on the host's /usr, so a CLI
+// installed here is in every box.
+func requireCLI(t *testing.T, bin, pkg string) {
+	t.Helper()
+	if _, err := exec.LookPath(bin); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI is set and %s is not installed (npm install -g %s; ./scripts/deps.sh --tests does it)", bin, pkg)
+		}
+		t.Skipf("%s is not installed (npm install -g %s)", bin, pkg)
+	}
+}
+
+// cliServer is boxd whose model providers are the scripted server.
+func cliServer(t *testing.T, models *modeltest.Server) *boxtest.Server {
+	return boxtest.NewServer(t, boxtest.WithConfig(func(c *local.Config) {
+		c.ModelProviderURLs = map[string]string{"anthropic": models.URL, "openai": models.URL + "/v1"}
+	}))
+}
+
+// streamed is what one agent stream carried.
+type streamed struct {
+	run       *box.Run
+	start     bool
+	text      strings.Builder
+	reasoning strings.Builder
+	calls     []*box.ToolCallChunk
+	results   []*box.ToolResultChunk
+	finish    *box.FinishChunk
+	err       error
+}
+
+func streamRun(t *testing.T, b *box.Box, p *box.AgentParams) *streamed {
+	t.Helper()
+	s, err := b.Agent.Stream(t.Context(), p)
+	if err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	out := &streamed{}
+	for c, err := range s.All() {
+		if err != nil {
+			out.err = err
+			break
+		}
+		switch c := c.(type) {
+		case *box.StartChunk:
+			out.start = c.RunID != ""
+		case *box.TextDeltaChunk:
+			out.text.WriteString(c.Text)
+		case *box.ReasoningChunk:
+			out.reasoning.WriteString(c.Text)
+		case *box.ToolCallChunk:
+			out.calls = append(out.calls, c)
+		case *box.ToolResultChunk:
+			out.results = append(out.results, c)
+		case *box.FinishChunk:
+			out.finish = c
+		}
+	}
+	out.run = s.Run()
+	return out
+}
+
+// agentRequests are the scripted server's requests that offered tools
+// (the agent's turns, not a title request).
+func agentRequests(models *modeltest.Server) []*modeltest.Request {
+	var out []*modeltest.Request
+	for _, r := range models.Requests() {
+		if r.ShellTool() != "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TestClaudeCodeCLI drives the real Claude Code CLI in a box through the
+// Go SDK, against a scripted Anthropic Messages API: a turn that runs a
+// shell command, then the answer with the tool's output; what the stream
+// carries, the run's record, a resumed session, options in the CLI's own
+// terms, the MCP servers of the box, structured output, and a cancel.
+func TestClaudeCodeCLI(t *testing.T) {
+	t.Parallel()
+	requireCLI(t, "claude", "@anthropic-ai/claude-code@2.1.197")
+	usage := modeltest.Usage{Input: 1200, Output: 40, CacheRead: 300}
+	models := modeltest.New(t, modeltest.Shell("ls", "The files are", usage))
+	mcp := modeltest.NewMCP(t)
+	srv := cliServer(t, models)
+	ctx := t.Context()
+	b := newBox(t, srv, &box.CreateParams{
+		Agent:      &box.AgentOptions{Harness: box.HarnessClaudeCode, Model: box.ClaudeCodeSonnet4_5, APIKey: "sk-ant-scripted-key"},
+		MCPServers: []box.MCPServer{{Name: "tools", URL: strings.Replace(mcp.URL, "127.0.0.1", "host.boxd.internal", 1)}},
+	})
+	mustRun(t, b, "touch alpha.txt beta.txt")
+
+	got := streamRun(t, b, &box.AgentParams{Prompt: "Which files are here?"})
+	if got.err != nil {
+		t.Fatalf("stream: %v (%d requests to the model)", got.err, len(models.Requests()))
+	}
+	if !got.start || got.run.Status != box.RunCompleted {
+		t.Errorf("start %v, run %+v", got.start, got.run)
+	}
+	if len(got.calls) != 1 || got.calls[0].ToolName != "Bash" || got.calls[0].Input["command"] != "ls" {
+		t.Errorf("tool calls = %+v", got.calls)
+	}
+	if len(got.results) != 1 || !strings.Contains(toText(got.results[0].Output), "alpha.txt") || got.results[0].ToolCallID != got.calls[0].ToolCallID {
+		t.Errorf("tool results = %+v", got.results)
+	}
+	if !strings.Contains(got.reasoning.String(), "The user wants a command run.") {
+		t.Errorf("reasoning = %q", got.reasoning.String())
+	}
+	if want := "The files are: alpha.txt\nbeta.txt"; got.run.Result != want || !strings.Contains(got.text.String(), "The files are") {
+		t.Errorf("result %q (text %q), want %q", got.run.Result, got.text.String(), want)
+	}
+	f := got.finish
+	if f == nil || f.SessionID == "" || f.Usage.OutputTokens != 2*40 || f.Usage.CachedInputTokens != 2*300 || f.Usage.InputTokens < 2*1200 {
+		t.Fatalf("finish = %+v", f)
+	}
+	runs, err := b.Runs(ctx)
+	if err != nil || len(runs) == 0 {
+		t.Fatalf("runs = %v, %v", runs, err)
+	}
+	rec := runs[0]
+	if rec.ID != got.run.ID || rec.SessionID != f.SessionID || rec.OutputTokens != f.Usage.OutputTokens || rec.InputTokens != f.Usage.InputTokens || rec.CostUSD != f.TotalCostUSD || rec.Output != got.run.Result {
+		t.Errorf("run record %+v disagrees with the stream's finish %+v", rec, f)
+	}
+
+	reqs := agentRequests(models)
+	if len(reqs) != 2 {
+		t.Fatalf("%d agent requests to the model, want 2", len(reqs))
+	}
+	first := reqs[0]
+	if first.Model != "claude-sonnet-4-5" || first.Key != "sk-ant-scripted-key" || !strings.Contains(first.System, "Claude") || !strings.Contains(first.User, "Which files are here?") {
+		t.Errorf("first request: model %q, key %q, system %.80q, user %.200q", first.Model, first.Key, first.System, first.User)
+	}
+	if !first.HasTool("mcp__tools__echo_upper") {
+		t.Errorf("the box's MCP server is not among the tools: %v (the server saw %v)", first.Tools, mcp.Methods())
+	}
+	if !reqs[1].HasToolResult || !strings.Contains(reqs[1].ToolResult, "beta.txt") {
+		t.Errorf("second request's tool result = %q", reqs[1].ToolResult)
+	}
+
+	// The next run resumes the session: the model sees the first turn.
+	models.SetScript(func(r *modeltest.Request) modeltest.Reply {
+		return modeltest.Reply{Text: "Still two files.", Usage: usage}
+	})
+	again := streamRun(t, b, &box.AgentParams{Prompt: "And now?", Options: box.ClaudeCodeOptions{Effort: "low"}})
+	if again.err != nil || again.finish == nil || again.finish.SessionID != f.SessionID || again.run.Result != "Still two files." {
+		t.Fatalf("resumed run = %+v, %+v, %v", again.run, again.finish, again.err)
+	}
+	last := models.Requests()[len(models.Requests())-1]
+	if !strings.Contains(last.User, "And now?") || last.Turns <= first.Turns || !strings.Contains(toText(last.Body["messages"]), "Which files are here?") {
+		t.Errorf("the resumed request does not carry the first run: turns %d, user %q", last.Turns, last.User)
+	}
+
+	// max_turns is Claude Code's turn limit: one turn with a tool call,
+	// and the run ends there with the CLI's error.
+	models.SetScript(modeltest.Shell("ls", "never", usage))
+	before := len(agentRequests(models))
+	limited := streamRun(t, b, &box.AgentParams{Prompt: "Look again", Options: box.ClaudeCodeOptions{MaxTurns: 1}})
+	var re *box.RunError
+	if !errors.As(limited.err, &re) || !strings.Contains(re.Message, "maximum number of turns") || limited.run.Status != box.RunFailed {
+		t.Errorf("a run past max_turns 1 = %v, %+v", limited.err, limited.run)
+	}
+	if n := len(agentRequests(models)) - before; n != 1 {
+		t.Errorf("%d model turns under max_turns 1", n)
+	}
+
+	// Structured output: the final text is the schema's JSON.
+	type inventory struct {
+		Files []string `json:"files"`
+		Count int      `json:"count"`
+	}
+	models.SetScript(modeltest.JSON(map[string]any{"files": []any{"alpha.txt", "beta.txt"}, "count": 2}, usage))
+	inv, _, err := box.RunAs[inventory](ctx, b.Agent, &box.AgentParams{Prompt: "List the files as JSON"})
+	if err != nil || inv.Count != 2 || len(inv.Files) != 2 || inv.Files[1] != "beta.txt" {
+		t.Errorf("RunAs = %+v, %v", inv, err)
+	}
+	// Claude Code enforces the schema itself, with a StructuredOutput
+	// tool whose input is the schema.
+	if r := models.Requests()[len(models.Requests())-1]; !r.HasTool("StructuredOutput") || !strings.Contains(jsonText(r.Body["tools"]), `"count"`) {
+		t.Errorf("the schema did not reach the model as Claude Code's StructuredOutput tool: %v", r.Tools)
+	}
+	models.SetScript(modeltest.JSON(map[string]any{"files": "alpha.txt", "count": "two"}, usage))
+	_, _, err = box.RunAs[inventory](ctx, b.Agent, &box.AgentParams{Prompt: "List the files as JSON"})
+	var oe *box.OutputError
+	if !errors.As(err, &oe) && !errors.As(err, &re) {
+		t.Errorf("RunAs with output off the schema = %v, want an OutputError or the server's RunError", err)
+	} else if !strings.Contains(err.Error(), "files") && !strings.Contains(err.Error(), "schema") {
+		t.Errorf("the schema error does not say what is wrong: %v", err)
+	}
+
+	// Cancel: a slow answer, cancelled once it streams; the CLI and all
+	// it started are gone from the box.
+	models.SetScript(func(r *modeltest.Request) modeltest.Reply {
+		return modeltest.Reply{Text: strings.Repeat("slowly ", 200), Slow: 100 * time.Millisecond, Usage: usage}
+	})
+	s, err := b.Agent.Stream(ctx, &box.AgentParams{Prompt: "Take your time"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s.Next() {
+		if _, ok := s.Current().(*box.TextDeltaChunk); ok {
+			break
+		}
+	}
+	run := s.Run()
+	if err := run.Cancel(ctx); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	_ = s.Close()
+	gone := func() bool {
+		r, err := b.Exec.Command(ctx, "pgrep -f [c]laude || echo none")
+		return err == nil && r.Stdout == "none\n"
+	}
+	for deadline := time.Now().Add(20 * time.Second); !gone(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			ps, _ := b.Exec.Command(ctx, "ps -eo pid,ppid,args")
+			t.Fatalf("claude still runs after the cancel:\n%s", ps.Stdout)
+		}
+	}
+	runs, err = b.Runs(ctx)
+	if i := slices.IndexFunc(runs, func(r box.RunRecord) bool { return r.ID == run.ID }); err != nil || i < 0 || runs[i].Status != box.RunCancelled {
+		t.Errorf("the cancelled run's record (%v): %+v", err, runs)
+	}
+}
+
+// toText renders a tool output (a string or JSON) for matching.
+func toText(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case nil:
+		return ""
+	}
+	var b strings.Builder
+	writeText(&b, v)
+	return b.String()
+}
+
+func writeText(b *strings.Builder, v any) {
+	switch v := v.(type) {
+	case string:
+		b.WriteString(v)
+		b.WriteByte('\n')
+	case []any:
+		for _, x := range v {
+			writeText(b, x)
+		}
+	case map[string]any:
+		for _, x := range v {
+			writeText(b, x)
+		}
+	}
+}
+
+func jsonText(v any) string {
+	raw, _ := json.Marshal(v)
+	return string(raw)
+}
