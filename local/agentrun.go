@@ -39,8 +39,8 @@ type runSpec struct {
 	schema  *jsonschema.Schema
 	// schemaDoc is the response schema as sent, for the harness.
 	schemaDoc []byte
-	files   []attachment
-	webhook *gen.Webhook
+	files     []attachment
+	webhook   *gen.Webhook
 
 	// scheduleID marks a run a schedule started (see schedules.go).
 	scheduleID string
