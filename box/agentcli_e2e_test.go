@@ -83,8 +83,13 @@ func streamRun(t *testing.T, b *box.Box, p *box.AgentParams) *streamed {
 // agentRequests are the scripted server's requests that offered tools
 // (the agent's turns, not a title request).
 func agentRequests(models *modeltest.Server) []*modeltest.Request {
+	return agentRequestsSince(models, 0)
+}
+
+// agentRequestsSince are those after the first n requests.
+func agentRequestsSince(models *modeltest.Server, n int) []*modeltest.Request {
 	var out []*modeltest.Request
-	for _, r := range models.Requests() {
+	for _, r := range models.Requests()[n:] {
 		if r.ShellTool() != "" {
 			out = append(out, r)
 		}
@@ -213,32 +218,10 @@ func TestClaudeCodeCLI(t *testing.T) {
 	models.SetScript(func(r *modeltest.Request) modeltest.Reply {
 		return modeltest.Reply{Text: strings.Repeat("slowly ", 200), Slow: 100 * time.Millisecond, Usage: usage}
 	})
-	s, err := b.Agent.Stream(ctx, &box.AgentParams{Prompt: "Take your time"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for s.Next() {
-		if _, ok := s.Current().(*box.TextDeltaChunk); ok {
-			break
-		}
-	}
-	run := s.Run()
-	if err := run.Cancel(ctx); err != nil {
-		t.Fatalf("cancel: %v", err)
-	}
-	_ = s.Close()
-	gone := func() bool {
-		r, err := b.Exec.Command(ctx, "pgrep -f [c]laude || echo none")
-		return err == nil && r.Stdout == "none\n"
-	}
-	for deadline := time.Now().Add(20 * time.Second); !gone(); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			ps, _ := b.Exec.Command(ctx, "ps -eo pid,ppid,args")
-			t.Fatalf("claude still runs after the cancel:\n%s", ps.Stdout)
-		}
-	}
+	cancelled := startAndCancel(t, b, models, "Take your time")
+	waitGone(t, b, "[c]laude")
 	runs, err = b.Runs(ctx)
-	if i := slices.IndexFunc(runs, func(r box.RunRecord) bool { return r.ID == run.ID }); err != nil || i < 0 || runs[i].Status != box.RunCancelled {
+	if i := slices.IndexFunc(runs, func(r box.RunRecord) bool { return r.ID == cancelled }); err != nil || i < 0 || runs[i].Status != box.RunCancelled {
 		t.Errorf("the cancelled run's record (%v): %+v", err, runs)
 	}
 }
@@ -275,4 +258,140 @@ func writeText(b *strings.Builder, v any) {
 func jsonText(v any) string {
 	raw, _ := json.Marshal(v)
 	return string(raw)
+}
+
+// TestCodexCLI drives the real Codex CLI in a box through the SDK against
+// a scripted OpenAI Responses API: its exec_command tool run and its
+// output, the answer with usage, the session resumed, the reasoning
+// effort in the request, structured output, and a cancel.
+func TestCodexCLI(t *testing.T) {
+	t.Parallel()
+	requireCLI(t, "codex", "@openai/codex@0.169.0")
+	usage := modeltest.Usage{Input: 900, Output: 30, CacheRead: 200}
+	models := modeltest.New(t, modeltest.Shell("ls", "The files are", usage))
+	srv := cliServer(t, models)
+	ctx := t.Context()
+	b := newBox(t, srv, &box.CreateParams{Agent: &box.AgentOptions{Harness: box.HarnessCodex, Model: box.OpenAICodexGPT5_5, APIKey: "sk-openai-scripted"}})
+	mustRun(t, b, "touch alpha.txt beta.txt")
+
+	got := streamRun(t, b, &box.AgentParams{Prompt: "Which files are here?", Options: box.CodexOptions{ModelReasoningEffort: "high"}})
+	if got.err != nil {
+		t.Fatalf("stream: %v (%d requests to the model)", got.err, len(models.Requests()))
+	}
+	if !got.start || got.run.Status != box.RunCompleted {
+		t.Errorf("start %v, run %+v", got.start, got.run)
+	}
+	if len(got.calls) != 1 || !strings.Contains(jsonText(got.calls[0].Input), "ls") {
+		t.Errorf("tool calls = %+v", got.calls)
+	}
+	if len(got.results) != 1 || !strings.Contains(toText(got.results[0].Output), "alpha.txt") {
+		t.Errorf("tool results = %+v", got.results)
+	}
+	if !strings.HasPrefix(got.run.Result, "The files are: ") || !strings.Contains(got.run.Result, "beta.txt") {
+		t.Errorf("result %q", got.run.Result)
+	}
+	f := got.finish
+	if f == nil || f.SessionID == "" || f.Usage.OutputTokens != 2*30 || f.Usage.InputTokens < 2*900 || f.Usage.CachedInputTokens != 2*200 {
+		t.Fatalf("finish = %+v", f)
+	}
+	runs, err := b.Runs(ctx)
+	if i := slices.IndexFunc(runs, func(r box.RunRecord) bool { return r.ID == got.run.ID }); err != nil || i < 0 ||
+		runs[i].SessionID != f.SessionID || runs[i].OutputTokens != f.Usage.OutputTokens || runs[i].InputTokens != f.Usage.InputTokens {
+		t.Errorf("the run's record disagrees with the stream's finish %+v: %v", f, err)
+	}
+	reqs := agentRequests(models)
+	if len(reqs) != 2 {
+		t.Fatalf("%d agent requests to the model, want 2", len(reqs))
+	}
+	first := reqs[0]
+	if first.API != "responses" || first.Model != "gpt-5.5" || first.Key != "sk-openai-scripted" || !strings.Contains(first.System, "Codex") || !strings.Contains(first.User, "Which files are here?") {
+		t.Errorf("first request: api %s, model %q, key %q, system %.80q, user %.200q", first.API, first.Model, first.Key, first.System, first.User)
+	}
+	if effort := jsonText(first.Body["reasoning"]); !strings.Contains(effort, `"effort":"high"`) {
+		t.Errorf("the reasoning effort did not reach the model: reasoning %s", effort)
+	}
+	if !reqs[1].HasToolResult || !strings.Contains(reqs[1].ToolResult, "beta.txt") {
+		t.Errorf("second request's tool result = %q", reqs[1].ToolResult)
+	}
+
+	// The next run resumes the thread.
+	models.SetScript(func(r *modeltest.Request) modeltest.Reply {
+		return modeltest.Reply{Text: "Still two files.", Usage: usage}
+	})
+	again := streamRun(t, b, &box.AgentParams{Prompt: "And now?"})
+	if again.err != nil || again.finish == nil || again.finish.SessionID != f.SessionID || again.run.Result != "Still two files." {
+		t.Fatalf("resumed run = %+v, %+v, %v", again.run, again.finish, again.err)
+	}
+	last := models.Requests()[len(models.Requests())-1]
+	if !strings.Contains(last.User, "And now?") || last.Turns <= first.Turns || !strings.Contains(jsonText(last.Body["input"]), "Which files are here?") {
+		t.Errorf("the resumed request does not carry the first run: turns %d, user %q", last.Turns, last.User)
+	}
+
+	// Structured output: Codex is asked for the schema's JSON.
+	type inventory struct {
+		Count int `json:"count"`
+	}
+	models.SetScript(modeltest.JSON(map[string]any{"count": 2}, usage))
+	inv, _, err := box.RunAs[inventory](ctx, b.Agent, &box.AgentParams{Prompt: "Count the files"})
+	if err != nil || inv.Count != 2 {
+		t.Errorf("RunAs = %+v, %v", inv, err)
+	}
+	if u := models.Requests()[len(models.Requests())-1].User; !strings.Contains(u, `"count"`) {
+		t.Errorf("the schema did not reach the model: %.300q", u)
+	}
+
+	// Cancel ends the CLI and what it started.
+	models.SetScript(func(r *modeltest.Request) modeltest.Reply {
+		return modeltest.Reply{Text: strings.Repeat("slowly ", 200), Slow: 100 * time.Millisecond, Usage: usage}
+	})
+	cancelled := startAndCancel(t, b, models, "Take your time")
+	waitGone(t, b, "[c]odex")
+	runs, _ = b.Runs(ctx)
+	if i := slices.IndexFunc(runs, func(r box.RunRecord) bool { return r.ID == cancelled }); i < 0 || runs[i].Status != box.RunCancelled {
+		t.Errorf("the cancelled run's record: %+v", runs)
+	}
+}
+
+// startAndCancel starts a run, waits until the model has its request
+// (and answers it slowly), cancels the run and returns its id.
+func startAndCancel(t *testing.T, b *box.Box, models *modeltest.Server, prompt string) string {
+	t.Helper()
+	ctx := t.Context()
+	before := len(models.Requests())
+	s, err := b.Agent.Stream(ctx, &box.AgentParams{Prompt: prompt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for s.Next() { // the run's id comes with its start
+		if _, ok := s.Current().(*box.StartChunk); ok {
+			break
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); len(agentRequestsSince(models, before)) == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the CLI did not ask the model within 30 s")
+		}
+	}
+	run := s.Run()
+	if err := run.Cancel(ctx); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	return run.ID
+}
+
+// waitGone waits until no process in the box matches pattern.
+func waitGone(t *testing.T, b *box.Box, pattern string) {
+	t.Helper()
+	ctx := t.Context()
+	gone := func() bool {
+		r, err := b.Exec.Command(ctx, "pgrep -f '"+pattern+"' || echo none")
+		return err == nil && r.Stdout == "none\n"
+	}
+	for deadline := time.Now().Add(20 * time.Second); !gone(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			ps, _ := b.Exec.Command(ctx, "ps -eo pid,ppid,args")
+			t.Fatalf("%s still runs after the cancel:\n%s", pattern, ps.Stdout)
+		}
+	}
 }

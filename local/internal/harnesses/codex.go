@@ -1,6 +1,7 @@
 package harnesses
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 )
@@ -8,6 +9,7 @@ import (
 // Codex runs as
 //
 //	codex exec --json --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check
+//	  -c features.plugins=false -c analytics.enabled=false
 //	  [--model M] [-c key=value…] [resume ID] PROMPT|-
 //
 // The prompt is the last argument, or "-" with the prompt on standard
@@ -107,11 +109,24 @@ func (codex) Command(spec Spec) ([]string, map[string]string, string, error) {
 	if err != nil {
 		return nil, nil, "", err
 	}
-	argv := []string{"codex", "exec", "--json", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check"}
+	// Nothing but the model's requests: no plugin sync, no metrics.
+	argv := []string{"codex", "exec", "--json", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check",
+		"-c", "features.plugins=false", "-c", "analytics.enabled=false"}
 	if model != "" {
 		argv = append(argv, "--model", model)
 	}
 	config := func(key, v string) { argv = append(argv, "-c", key+"="+tomlString(v)) }
+	switch u := spec.BaseURLs[cmp.Or(providerName(provider), "openai")]; {
+	case u == "":
+	case provider == nil:
+		// The operator's OpenAI-compatible endpoint, as a provider of its
+		// own: Codex's built-in one tries WebSockets first.
+		provider = &codexProvider{id: "boxd-openai", name: "OpenAI", baseURL: u, keyEnv: "CODEX_API_KEY"}
+	default:
+		p := *provider
+		p.baseURL = u
+		provider = &p
+	}
 	if provider != nil {
 		config("model_provider", provider.id)
 		prefix := "model_providers." + provider.id + "."
@@ -157,7 +172,10 @@ func (codex) Command(spec Spec) ([]string, map[string]string, string, error) {
 	}
 	env := map[string]string{}
 	if spec.APIKey != "" {
-		if provider != nil {
+		if provider != nil && provider.id == "boxd-openai" {
+			env["CODEX_API_KEY"] = spec.APIKey
+			env["OPENAI_API_KEY"] = spec.APIKey
+		} else if provider != nil {
 			env[provider.keyEnv] = spec.APIKey
 		} else {
 			env["CODEX_API_KEY"] = spec.APIKey
@@ -168,6 +186,14 @@ func (codex) Command(spec Spec) ([]string, map[string]string, string, error) {
 		return nil, nil, "", err
 	}
 	return argv, env, stdin, nil
+}
+
+// providerName is the Box provider a gateway is ("" for OpenAI itself).
+func providerName(p *codexProvider) string {
+	if p == nil {
+		return ""
+	}
+	return p.id
 }
 
 func (codex) NewMapper() Mapper { return &codexMapper{started: map[string]bool{}} }

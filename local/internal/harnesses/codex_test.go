@@ -133,7 +133,7 @@ func TestCodexErrors(t *testing.T) {
 
 func TestCodexCommand(t *testing.T) {
 	h := harness(t, "codex")
-	base := []string{"codex", "exec", "--json", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check"}
+	base := []string{"codex", "exec", "--json", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check", "-c", "features.plugins=false", "-c", "analytics.enabled=false"}
 	args := func(extra ...string) []string { return append(append([]string{}, base...), extra...) }
 	key := map[string]string{"CODEX_API_KEY": testKey, "OPENAI_API_KEY": testKey}
 	const session = "0199a7f3-52c1-7d20-b4e8-6f1a2c3d4e5f"
@@ -154,6 +154,20 @@ func TestCodexCommand(t *testing.T) {
 			command{args("--model", "gpt-5.3-codex",
 				"-c", `model_reasoning_effort="high"`, "-c", `model_reasoning_summary="detailed"`, "-c", `personality="pragmatic"`, "-c", `web_search="live"`,
 				"resume", session, "Continue"), key, ""},
+		},
+		{
+			"the operator's OpenAI endpoint",
+			Spec{Model: "openai/gpt-5.5", Prompt: "x", APIKey: testKey, BaseURLs: map[string]string{"openai": "http://llm.internal:4000/v1"}},
+			command{args("--model", "gpt-5.5", "-c", `model_provider="boxd-openai"`, "-c", `model_providers.boxd-openai.name="OpenAI"`,
+				"-c", `model_providers.boxd-openai.base_url="http://llm.internal:4000/v1"`, "-c", `model_providers.boxd-openai.env_key="CODEX_API_KEY"`,
+				"-c", `model_providers.boxd-openai.wire_api="responses"`, "x"), key, ""},
+		},
+		{
+			"the operator's OpenRouter endpoint",
+			Spec{Model: "openrouter/openai/o3", Prompt: "x", APIKey: testKey, BaseURLs: map[string]string{"openrouter": "http://or.internal/v1", "openai": "http://not-this/v1"}},
+			command{args("--model", "openai/o3", "-c", `model_provider="openrouter"`, "-c", `model_providers.openrouter.name="OpenRouter"`,
+				"-c", `model_providers.openrouter.base_url="http://or.internal/v1"`, "-c", `model_providers.openrouter.env_key="OPENROUTER_API_KEY"`,
+				"-c", `model_providers.openrouter.wire_api="responses"`, "x"), map[string]string{"OPENROUTER_API_KEY": testKey}, ""},
 		},
 		{
 			"camelCase keys",
