@@ -395,3 +395,83 @@ func waitGone(t *testing.T, b *box.Box, pattern string) {
 		}
 	}
 }
+
+// TestOpenCodeCLI drives the real OpenCode CLI in a box through the SDK
+// against the scripted Anthropic Messages API (OpenCode's anthropic
+// provider pointed at the operator's URL): its bash tool run and its
+// output, the answer with usage, the session resumed, structured output,
+// and a cancel.
+func TestOpenCodeCLI(t *testing.T) {
+	t.Parallel()
+	requireCLI(t, "opencode", "opencode-ai@1.18.33")
+	usage := modeltest.Usage{Input: 700, Output: 20, CacheRead: 100}
+	models := modeltest.New(t, modeltest.Shell("ls", "The files are", usage))
+	srv := cliServer(t, models)
+	ctx := t.Context()
+	b := newBox(t, srv, &box.CreateParams{Agent: &box.AgentOptions{Harness: box.HarnessOpenCode, Model: box.Model("anthropic/claude-sonnet-4-5"), APIKey: "sk-ant-opencode"}})
+	mustRun(t, b, "touch alpha.txt beta.txt")
+
+	got := streamRun(t, b, &box.AgentParams{Prompt: "Which files are here?"})
+	if got.err != nil {
+		t.Fatalf("stream: %v (%d requests to the model)", got.err, len(models.Requests()))
+	}
+	if !got.start || got.run.Status != box.RunCompleted {
+		t.Errorf("start %v, run %+v", got.start, got.run)
+	}
+	if len(got.calls) != 1 || got.calls[0].ToolName != "bash" || got.calls[0].Input["command"] != "ls" {
+		t.Errorf("tool calls = %+v", got.calls)
+	}
+	if len(got.results) != 1 || !strings.Contains(toText(got.results[0].Output), "alpha.txt") {
+		t.Errorf("tool results = %+v", got.results)
+	}
+	if !strings.HasPrefix(got.run.Result, "The files are: ") || !strings.Contains(got.run.Result, "beta.txt") {
+		t.Errorf("result %q", got.run.Result)
+	}
+	f := got.finish
+	if f == nil || f.SessionID == "" || f.Usage.OutputTokens != 2*20 || f.Usage.InputTokens < 2*700 {
+		t.Fatalf("finish = %+v", f)
+	}
+	runs, err := b.Runs(ctx)
+	if i := slices.IndexFunc(runs, func(r box.RunRecord) bool { return r.ID == got.run.ID }); err != nil || i < 0 ||
+		runs[i].SessionID != f.SessionID || runs[i].OutputTokens != f.Usage.OutputTokens {
+		t.Errorf("the run's record disagrees with the stream's finish %+v: %v", f, err)
+	}
+	reqs := agentRequests(models)
+	if len(reqs) != 2 {
+		t.Fatalf("%d agent requests to the model, want 2", len(reqs))
+	}
+	first := reqs[0]
+	if first.API != "anthropic" || first.Model != "claude-sonnet-4-5" || first.Key != "sk-ant-opencode" || !strings.Contains(first.System, "opencode") || !strings.Contains(first.User, "Which files are here?") {
+		t.Errorf("first request: api %s, model %q, key %q, system %.80q, user %.200q", first.API, first.Model, first.Key, first.System, first.User)
+	}
+
+	// The next run continues the session.
+	models.SetScript(func(r *modeltest.Request) modeltest.Reply { return modeltest.Reply{Text: "Still two files.", Usage: usage} })
+	again := streamRun(t, b, &box.AgentParams{Prompt: "And now?"})
+	if again.err != nil || again.finish == nil || again.finish.SessionID != f.SessionID || again.run.Result != "Still two files." {
+		t.Fatalf("resumed run = %+v, %+v, %v", again.run, again.finish, again.err)
+	}
+	last := agentRequests(models)[len(agentRequests(models))-1]
+	if !strings.Contains(last.User, "And now?") || last.Turns <= first.Turns || !strings.Contains(jsonText(last.Body["messages"]), "Which files are here?") {
+		t.Errorf("the resumed request does not carry the first run: turns %d, user %q", last.Turns, last.User)
+	}
+
+	type inventory struct {
+		Count int `json:"count"`
+	}
+	models.SetScript(modeltest.JSON(map[string]any{"count": 2}, usage))
+	inv, _, err := box.RunAs[inventory](ctx, b.Agent, &box.AgentParams{Prompt: "Count the files"})
+	if err != nil || inv.Count != 2 {
+		t.Errorf("RunAs = %+v, %v", inv, err)
+	}
+
+	models.SetScript(func(r *modeltest.Request) modeltest.Reply {
+		return modeltest.Reply{Text: strings.Repeat("slowly ", 200), Slow: 100 * time.Millisecond, Usage: usage}
+	})
+	cancelled := startAndCancel(t, b, models, "Take your time")
+	waitGone(t, b, "[o]pencode")
+	runs, _ = b.Runs(ctx)
+	if i := slices.IndexFunc(runs, func(r box.RunRecord) bool { return r.ID == cancelled }); i < 0 || runs[i].Status != box.RunCancelled {
+		t.Errorf("the cancelled run's record: %+v", runs)
+	}
+}

@@ -128,11 +128,22 @@ func (opencode) Command(spec Spec) ([]string, map[string]string, string, error) 
 		}
 		options[k] = v
 	}
+	pcfg := map[string]any{}
 	if len(options) > 0 && provider != "" {
-		cfg := map[string]any{"provider": map[string]any{
-			provider: map[string]any{"models": map[string]any{model: map[string]any{"options": options}}},
-		}}
-		env["OPENCODE_CONFIG_CONTENT"] = string(encode(cfg))
+		pcfg["models"] = map[string]any{model: map[string]any{"options": options}}
+	}
+	if u := spec.BaseURLs[provider]; u != "" {
+		// The operator's endpoint for the provider. OpenCode's provider
+		// SDKs take the URL with /v1, Anthropic's too; its model catalog
+		// is not fetched from models.dev then.
+		if provider == "anthropic" && !strings.HasSuffix(u, "/v1") {
+			u += "/v1"
+		}
+		pcfg["options"] = map[string]any{"baseURL": u}
+		env["OPENCODE_DISABLE_MODELS_FETCH"] = "1"
+	}
+	if len(pcfg) > 0 {
+		env["OPENCODE_CONFIG_CONTENT"] = string(encode(map[string]any{"provider": map[string]any{provider: pcfg}}))
 	}
 	if err := checkCommand(argv, env); err != nil {
 		return nil, nil, "", err
