@@ -446,7 +446,9 @@ func TestOpenCodeCLI(t *testing.T) {
 	}
 
 	// The next run continues the session.
-	models.SetScript(func(r *modeltest.Request) modeltest.Reply { return modeltest.Reply{Text: "Still two files.", Usage: usage} })
+	models.SetScript(func(r *modeltest.Request) modeltest.Reply {
+		return modeltest.Reply{Text: "Still two files.", Usage: usage}
+	})
 	again := streamRun(t, b, &box.AgentParams{Prompt: "And now?"})
 	if again.err != nil || again.finish == nil || again.finish.SessionID != f.SessionID || again.run.Result != "Still two files." {
 		t.Fatalf("resumed run = %+v, %+v, %v", again.run, again.finish, again.err)
