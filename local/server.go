@@ -102,13 +102,15 @@ type Config struct {
 	// chromium or google-chrome on PATH.
 	ChromiumPath string
 	// ModelProviderURLs overrides the base URLs of the model providers
-	// that the browser's AI operations (extract, observe, act) call, by
-	// provider: "anthropic" (Messages API, default https://api.anthropic.com),
-	// "openai", "openrouter" and "vercel" (chat completions, e.g.
-	// https://api.openai.com/v1), for a gateway of the operator's (LiteLLM,
-	// a proxy) or a stand-in in tests. New refuses an unknown provider and
-	// a URL that is not http or https. cmd/boxd sets them with
-	// -model-provider-url.
+	// that the managed agent CLIs and the browser's AI operations
+	// (extract, observe, act) call, by provider: "anthropic" (the API's
+	// root, default https://api.anthropic.com), "openai", "openrouter"
+	// and "vercel" (ending in /v1, e.g. https://api.openai.com/v1), for a
+	// gateway of the operator's (LiteLLM, vLLM, a proxy) or a stand-in in
+	// tests. The agent CLIs reach a URL on this machine's loopback as
+	// host.boxd.internal (which needs AllowHostLoopback). New refuses an
+	// unknown provider and a URL that is not http or https. cmd/boxd sets
+	// them with -model-provider-url.
 	ModelProviderURLs map[string]string
 	// GitHubURL is the GitHub that git clones of "owner/repo" go to, that
 	// the box's GitHub token is sent to (and nowhere else), and that pull

@@ -63,7 +63,7 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 	githubAPIURL := fl.String("github-api-url", "", "GitHub REST API (default https://api.github.com, or {github-url}/api/v3 for another -github-url)")
 	hostLoopback := fl.Bool("allow-host-loopback", false, "let boxes reach services on this machine's loopback (127.0.0.1, host.boxd.internal) where their network policy allows; boxd's own API stays out of reach")
 	providers := map[string]string{}
-	fl.Func("model-provider-url", "the base URL of a model provider, as `provider=URL`, for the browser's AI operations, e.g. anthropic=https://llm.internal (repeatable; providers: anthropic, openai, openrouter, vercel)", pairInto(providers, "provider", "URL"))
+	fl.Func("model-provider-url", "the base URL of a model provider, as `provider=URL`, for the agent CLIs and the browser's AI operations, e.g. anthropic=https://llm.internal or openai=http://127.0.0.1:4000/v1 (repeatable; providers: anthropic, openai, openrouter, vercel; a loopback URL reaches boxes as host.boxd.internal)", pairInto(providers, "provider", "URL"))
 	sshAddr := fl.String("ssh-addr", "", "address to serve SSH on (ssh <box-id>@host -p port, the API key as the password); off when empty")
 	idlePause := fl.Duration("idle-pause", local.DefaultIdlePause, "pause a box that is not keep-alive after this long without use (0: never); the next call wakes it")
 	root := fl.String("root", local.RootImage, "what a box's root is: image (its runtime's OCI image, pulled into -data once) or host (the host's /usr read-only, no images, works offline)")
