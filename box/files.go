@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -15,6 +16,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/upstash/box-go/gen"
@@ -315,9 +317,29 @@ func (f *Files) upload(ctx context.Context, parts []uploadPart) error {
 
 func (f *Files) uploadWith(ctx context.Context, parts []uploadPart, replayable bool) error {
 	boundary := multipart.NewWriter(io.Discard).Boundary()
+	// Each body is written by a goroutine of its own. The call returns
+	// only once they have all ended: the parts' readers are not read
+	// after it (the transport may stop reading a body early, when the
+	// server answers before it is sent).
+	var (
+		writers sync.WaitGroup
+		mu      sync.Mutex
+		bodies  []*io.PipeReader
+	)
+	defer func() {
+		mu.Lock()
+		for _, pr := range bodies {
+			pr.CloseWithError(errUploadAnswered)
+		}
+		mu.Unlock()
+		writers.Wait()
+	}()
 	body := func() io.ReadCloser {
 		pr, pw := io.Pipe()
-		go func() { pw.CloseWithError(writeUpload(pw, boundary, parts)) }()
+		mu.Lock()
+		bodies = append(bodies, pr)
+		mu.Unlock()
+		writers.Go(func() { pw.CloseWithError(writeUpload(pw, boundary, parts)) })
 		return pr
 	}
 	// The generated client has no way to pass GetBody, so the request is
@@ -337,6 +359,10 @@ func (f *Files) uploadWith(ctx context.Context, parts []uploadPart, replayable b
 	req.Header.Set("Content-Type", "multipart/form-data; boundary="+boundary)
 	return none(f.b.c.send(req))
 }
+
+// errUploadAnswered ends the writing of an upload's body once the server
+// has answered.
+var errUploadAnswered = errors.New("box: the upload was answered")
 
 func writeUpload(w io.Writer, boundary string, parts []uploadPart) error {
 	mw := multipart.NewWriter(w)

@@ -210,8 +210,10 @@ func (f *Files) DownloadTo(ctx context.Context, p string, w io.Writer, params *T
 // WriteFrom replaces the file at p with what r holds, read to its end: any
 // length, streamed in constant memory. The file is replaced only once all
 // of it has arrived; an error from r leaves the old content. It returns
-// the number of bytes written. A request whose body is a plain io.Reader
-// cannot be sent again, so it is never retried.
+// the number of bytes it took from r, and once it returns it reads r no
+// more, also when the box refused the write before it had all of it. A
+// request whose body is a plain io.Reader cannot be sent again, so it is
+// never retried.
 func (f *Files) WriteFrom(ctx context.Context, p string, r io.Reader, params *TransferParams, opts ...Option) (int64, error) {
 	ctx = withCallOptions(ctx, opts)
 	if p == "" {
