@@ -10,7 +10,9 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -410,4 +412,63 @@ func TestClientWatch(t *testing.T) {
 	page := c.WatchClient(ids[0])
 	page.Command([]byte(`{"id":1,"method":"Page.bringToFront"}`))
 	fg(0, "bringToFront on a page's own endpoint")
+}
+
+// TestRecorderFollowsWhileEncoderIsSlow records with an encoder that
+// takes three seconds to start reading its frames (ffmpeg on a busy
+// machine): the foreground changes meanwhile are chapters all the same,
+// at the times they happened.
+func TestRecorderFollowsWhileEncoderIsSlow(t *testing.T) {
+	ffmpeg, err := exec.LookPath("ffmpeg")
+	if err != nil {
+		t.Skip("ffmpeg is not installed")
+	}
+	slow := filepath.Join(t.TempDir(), "ffmpeg")
+	if err := os.WriteFile(slow, []byte("#!/bin/sh\n# a first run that is slow to start reading, as under load\ncase \"$*\" in *image2pipe*) sleep 3 ;; esac\nexec "+ffmpeg+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := startChromium(t)
+	base := site(t)
+	ctx := t.Context()
+	a, err := c.NewTab(ctx, base+"/anim", WaitLoad, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.NewTab(ctx, base+"/still", WaitLoad, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Content(ctx, a.ID); err != nil { // A in front
+		t.Fatal(err)
+	}
+	r, err := StartRecorder(c, RecorderConfig{FFmpeg: slow, Dir: t.TempDir(), MaxDuration: time.Minute, IdleTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if _, err := c.Content(ctx, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if _, err := c.Content(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	res := r.Stop(StopRequested)
+	if res.Err != nil || res.MP4Bytes == 0 {
+		t.Fatalf("recording = %+v", res)
+	}
+	var got []string
+	for _, m := range res.Markers {
+		got = append(got, m.TabID)
+	}
+	if !slices.Equal(got, []string{a.ID, b.ID, a.ID}) {
+		t.Fatalf("chapters %+v, want A, B, A", res.Markers)
+	}
+	if at := res.Markers[1].At; at < 700*time.Millisecond || at > 1800*time.Millisecond {
+		t.Errorf("B's chapter starts at %v, want about 1s", at)
+	}
+	if at := res.Markers[2].At; at < 1700*time.Millisecond || at > 2800*time.Millisecond {
+		t.Errorf("A's second chapter starts at %v, want about 2s", at)
+	}
 }

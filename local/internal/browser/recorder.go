@@ -166,28 +166,18 @@ func (r *Recorder) run() {
 	tick := time.NewTicker(time.Second / time.Duration(fps))
 	defer tick.Stop()
 
-	last := blankFrame()
+	// The encoder is fed by a goroutine of its own: an encoder that is
+	// slow to start, or to keep up, must not keep this loop from
+	// following the foreground.
+	fw := newFrameWriter(r.stdin, fps, blankFrame())
 	var (
 		cur     string
 		frames  <-chan *Frame
 		unwatch = func() {}
-		written int
 		ticks   int
 		reason  string
-		werr    error
 	)
 	defer func() { unwatch() }()
-	write := func(upTo time.Duration) {
-		// Frames cover [i/fps, (i+1)/fps); enough to cover upTo.
-		want := max(1, int(math.Ceil(upTo.Seconds()*float64(fps))))
-		for written < want && werr == nil {
-			if _, err := r.stdin.Write(last); err != nil {
-				werr = err
-				return
-			}
-			written++
-		}
-	}
 loop:
 	for {
 		select {
@@ -201,12 +191,14 @@ loop:
 				frames, cur = nil, ""
 				continue
 			}
-			last = f.JPEG
+			fw.frame(f.JPEG)
 			r.Touch()
-		case now := <-tick.C:
+		case <-tick.C:
+			// Now, not the tick's time: a tick can wait in its channel.
+			now := time.Now()
 			el := now.Sub(r.start)
 			if r.cfg.MaxDuration > 0 && el >= r.cfg.MaxDuration {
-				write(r.cfg.MaxDuration)
+				fw.advance(r.cfg.MaxDuration)
 				reason = StopMaxDuration
 				break loop
 			}
@@ -223,8 +215,8 @@ loop:
 			if cur != "" && ticks%fps == 0 {
 				r.relabel(ctx, cur)
 			}
-			write(el)
-			if werr != nil {
+			fw.advance(el)
+			if fw.failed() {
 				reason = StopLost
 				break loop
 			}
@@ -233,9 +225,93 @@ loop:
 	unwatch()
 	unwatch = func() {}
 	if reason != StopMaxDuration {
-		write(time.Since(r.start))
+		fw.advance(time.Since(r.start))
 	}
+	written, werr := fw.close()
 	r.result = r.finish(reason, written, werr)
+}
+
+// frameWriter writes the recording's frames to the encoder: the latest
+// frame, repeated as often as needed to cover the time recorded so far.
+type frameWriter struct {
+	w    io.Writer
+	fps  int
+	done chan struct{}
+
+	mu      sync.Mutex
+	wake    *sync.Cond
+	last    []byte
+	want    int // frames that cover the time so far
+	written int
+	closed  bool
+	err     error
+}
+
+func newFrameWriter(w io.Writer, fps int, first []byte) *frameWriter {
+	fw := &frameWriter{w: w, fps: fps, last: first, done: make(chan struct{})}
+	fw.wake = sync.NewCond(&fw.mu)
+	go fw.run()
+	return fw
+}
+
+// frame makes f the frame written from now on.
+func (fw *frameWriter) frame(f []byte) {
+	fw.mu.Lock()
+	fw.last = f
+	fw.mu.Unlock()
+}
+
+// advance asks for frames enough to cover upTo: frames cover
+// [i/fps, (i+1)/fps).
+func (fw *frameWriter) advance(upTo time.Duration) {
+	want := max(1, int(math.Ceil(upTo.Seconds()*float64(fw.fps))))
+	fw.mu.Lock()
+	if want > fw.want {
+		fw.want = want
+		fw.wake.Signal()
+	}
+	fw.mu.Unlock()
+}
+
+// failed reports whether the encoder refused a frame.
+func (fw *frameWriter) failed() bool {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	return fw.err != nil
+}
+
+// close waits until every frame asked for is written, or the encoder
+// failed, and returns how many were written.
+func (fw *frameWriter) close() (int, error) {
+	fw.mu.Lock()
+	fw.closed = true
+	fw.wake.Signal()
+	fw.mu.Unlock()
+	<-fw.done
+	return fw.written, fw.err
+}
+
+func (fw *frameWriter) run() {
+	defer close(fw.done)
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	for {
+		for fw.written >= fw.want && !fw.closed {
+			fw.wake.Wait()
+		}
+		if fw.written >= fw.want || fw.err != nil {
+			return
+		}
+		f := fw.last
+		fw.mu.Unlock()
+		_, err := fw.w.Write(f)
+		fw.mu.Lock()
+		if err != nil {
+			fw.err = err
+			return
+		}
+		fw.written++
+	}
 }
 
 // follow switches the recording to the foreground tab when it changed.
