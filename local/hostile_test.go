@@ -407,7 +407,8 @@ func boxProcess(t *testing.T, b *box.Box) int {
 	mustExec(t, b, "sleep "+m+" >/dev/null 2>&1 &")
 	var pids []int
 	if !waitFor(5*time.Second, func() bool { pids = procsWith("sleep " + m); return len(pids) > 0 }) {
-		t.Fatal("the box's process did not start")
+		ps, err := b.Exec.Command(t.Context(), "ps -eo pid,stat,args")
+		t.Fatalf("the box's process (sleep %s) is not on the host; in the box (%v):\n%+v", m, err, ps)
 	}
 	return pids[0]
 }

@@ -63,31 +63,50 @@ func run(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (result, err
 	return res, err
 }
 
+// testHookWatch, when set, runs first in wait's watcher: a test holds the
+// watcher back with it, as a busy scheduler can.
+var testHookWatch func()
+
 // wait waits for a started command, killing its process group when ctx ends
 // or timeout (if positive) passes.
 func wait(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (result, error) {
 	done := make(chan struct{})
-	var timedOut bool
+	var timedOut, finished bool
 	var mu sync.Mutex
+	hook := testHookWatch
 	go func() {
+		if hook != nil {
+			hook()
+		}
 		var timer <-chan time.Time
 		if timeout > 0 {
 			t := time.NewTimer(timeout)
 			defer t.Stop()
 			timer = t.C
 		}
+		var timeUp bool
 		select {
 		case <-done:
 			return
 		case <-ctx.Done():
 		case <-timer:
-			mu.Lock()
-			timedOut = true
-			mu.Unlock()
+			timeUp = true
 		}
+		// A command that has ended on its own is left alone with what it
+		// left running: the request's context also ends once the answer
+		// is written, and this may run only then.
+		mu.Lock()
+		defer mu.Unlock()
+		if finished {
+			return
+		}
+		timedOut = timeUp
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}()
 	err := cmd.Wait()
+	mu.Lock()
+	finished = true
+	mu.Unlock()
 	close(done)
 	var res result
 	if ps := cmd.ProcessState; ps != nil {
