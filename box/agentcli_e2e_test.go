@@ -261,8 +261,8 @@ func jsonText(v any) string {
 }
 
 // TestCodexCLI drives the real Codex CLI in a box through the SDK against
-// a scripted OpenAI Responses API: its exec_command tool run and its
-// output, the answer with usage, the session resumed, the reasoning
+// a scripted OpenAI Responses API: its reasoning, its exec_command tool
+// run and its output, the answer with usage, the session resumed, the reasoning
 // effort in the request, structured output, and a cancel.
 func TestCodexCLI(t *testing.T) {
 	t.Parallel()
@@ -289,6 +289,9 @@ func TestCodexCLI(t *testing.T) {
 	}
 	if !strings.HasPrefix(got.run.Result, "The files are: ") || !strings.Contains(got.run.Result, "beta.txt") {
 		t.Errorf("result %q", got.run.Result)
+	}
+	if !strings.Contains(got.reasoning.String(), "The user wants a command run.") {
+		t.Errorf("reasoning = %q", got.reasoning.String())
 	}
 	f := got.finish
 	if f == nil || f.SessionID == "" || f.Usage.OutputTokens != 2*30 || f.Usage.InputTokens < 2*900 || f.Usage.CachedInputTokens != 2*200 {
@@ -398,8 +401,8 @@ func waitGone(t *testing.T, b *box.Box, pattern string) {
 
 // TestOpenCodeCLI drives the real OpenCode CLI in a box through the SDK
 // against the scripted Anthropic Messages API (OpenCode's anthropic
-// provider pointed at the operator's URL): its bash tool run and its
-// output, the answer with usage, the session resumed, structured output,
+// provider pointed at the operator's URL): its reasoning, its bash tool
+// run and its output, the answer with usage, the session resumed, structured output,
 // and a cancel.
 func TestOpenCodeCLI(t *testing.T) {
 	t.Parallel()
@@ -426,6 +429,9 @@ func TestOpenCodeCLI(t *testing.T) {
 	}
 	if !strings.HasPrefix(got.run.Result, "The files are: ") || !strings.Contains(got.run.Result, "beta.txt") {
 		t.Errorf("result %q", got.run.Result)
+	}
+	if !strings.Contains(got.reasoning.String(), "The user wants a command run.") {
+		t.Errorf("reasoning = %q", got.reasoning.String())
 	}
 	f := got.finish
 	if f == nil || f.SessionID == "" || f.Usage.OutputTokens != 2*20 || f.Usage.InputTokens < 2*700 {
