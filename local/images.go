@@ -68,7 +68,7 @@ func newImages(s *Server) (*images, error) {
 		return nil, fmt.Errorf("unknown root %q (want %q or %q)", s.cfg.Root, RootHost, RootImage)
 	}
 	if im.mode == RootImage && s.cfg.Isolation != sandbox.ModeBwrap {
-		return nil, fmt.Errorf("root %q needs isolation %q", RootImage, IsolationBwrap)
+		return nil, fmt.Errorf("root %q needs isolation %q; without it, boxes run on the host's /usr (root %q)", RootImage, IsolationBwrap, RootHost)
 	}
 	for rt, ref := range s.cfg.Images {
 		if !slices.Contains(runtimes, rt) {
