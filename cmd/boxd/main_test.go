@@ -762,6 +762,10 @@ func TestFlags(t *testing.T) {
 		if st := launch(t, nil, "-addr", "127.0.0.1:0", "-data", data, "-api-key", key, "-root", "image", "-image", "cobol="+ref).waitExit(20 * time.Second); st.ExitCode() != 1 {
 			t.Errorf("-image of an unknown runtime: %v", st)
 		}
+		noBwrap := launch(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", key, "-root", "image", "-isolation", "none")
+		if st := noBwrap.waitExit(20 * time.Second); st.ExitCode() != 1 || !strings.Contains(noBwrap.stderr.String(), `(root "host")`) {
+			t.Errorf("-root image -isolation none: %v, %q", st, noBwrap.stderr.String())
+		}
 		d := start(t, nil, "-addr", "127.0.0.1:0", "-data", data, "-api-key", key, "-root", "image", "-image", "node="+ref)
 		if f, err := elf.Open(boxdBin); err != nil || slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP }) {
 			t.Fatalf("the boxd under test is not static (%v)", err)
