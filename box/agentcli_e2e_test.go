@@ -190,18 +190,7 @@ func TestClaudeCodeCLI(t *testing.T) {
 		t.Errorf("second request's tool result = %q", reqs[1].ToolResult)
 	}
 
-	// The next run resumes the session: the model sees the first turn.
-	models.SetScript(func(r *modeltest.Request) modeltest.Reply {
-		return modeltest.Reply{Text: "Still two files.", Usage: usage}
-	})
-	again := streamRun(t, b, &box.AgentParams{Prompt: "And now?", Options: box.ClaudeCodeOptions{Effort: "low"}})
-	if again.err != nil || again.finish == nil || again.finish.SessionID != f.SessionID || again.run.Result != "Still two files." {
-		t.Fatalf("resumed run = %+v, %+v, %v", again.run, again.finish, again.err)
-	}
-	last := models.Requests()[len(models.Requests())-1]
-	if !strings.Contains(last.User, "And now?") || last.Turns <= first.Turns || !strings.Contains(toText(last.Body["messages"]), "Which files are here?") {
-		t.Errorf("the resumed request does not carry the first run: turns %d, user %q", last.Turns, last.User)
-	}
+	checkResume(t, b, models, first, f.SessionID, usage, box.ClaudeCodeOptions{Effort: "low"})
 
 	// max_turns is Claude Code's turn limit: one turn with a tool call,
 	// and the run ends there with the CLI's error.
@@ -240,17 +229,7 @@ func TestClaudeCodeCLI(t *testing.T) {
 		t.Errorf("the schema error does not say what is wrong: %v", err)
 	}
 
-	// Cancel: a slow answer, cancelled once it streams; the CLI and all
-	// it started are gone from the box.
-	models.SetScript(func(r *modeltest.Request) modeltest.Reply {
-		return modeltest.Reply{Text: strings.Repeat("slowly ", 200), Slow: 100 * time.Millisecond, Usage: usage}
-	})
-	cancelled := startAndCancel(t, b, models, "Take your time")
-	waitGone(t, b, "[c]laude")
-	runs, err = b.Runs(ctx)
-	if i := slices.IndexFunc(runs, func(r box.RunRecord) bool { return r.ID == cancelled }); err != nil || i < 0 || runs[i].Status != box.RunCancelled {
-		t.Errorf("the cancelled run's record (%v): %+v", err, runs)
-	}
+	checkCancel(t, b, models, "[c]laude", usage)
 }
 
 // toText renders a tool output (a string or JSON) for matching.
@@ -330,18 +309,7 @@ func TestCodexCLI(t *testing.T) {
 		t.Errorf("second request's tool result = %q", reqs[1].ToolResult)
 	}
 
-	// The next run resumes the thread.
-	models.SetScript(func(r *modeltest.Request) modeltest.Reply {
-		return modeltest.Reply{Text: "Still two files.", Usage: usage}
-	})
-	again := streamRun(t, b, &box.AgentParams{Prompt: "And now?"})
-	if again.err != nil || again.finish == nil || again.finish.SessionID != f.SessionID || again.run.Result != "Still two files." {
-		t.Fatalf("resumed run = %+v, %+v, %v", again.run, again.finish, again.err)
-	}
-	last := models.Requests()[len(models.Requests())-1]
-	if !strings.Contains(last.User, "And now?") || last.Turns <= first.Turns || !strings.Contains(jsonText(last.Body["input"]), "Which files are here?") {
-		t.Errorf("the resumed request does not carry the first run: turns %d, user %q", last.Turns, last.User)
-	}
+	checkResume(t, b, models, first, f.SessionID, usage, nil)
 
 	// Structured output: Codex is asked for the schema's JSON.
 	type inventory struct {
@@ -356,15 +324,42 @@ func TestCodexCLI(t *testing.T) {
 		t.Errorf("the schema did not reach the model: %.300q", u)
 	}
 
-	// Cancel ends the CLI and what it started.
+	checkCancel(t, b, models, "[c]odex", usage)
+}
+
+// checkResume runs again (with opts) after a first run whose first model
+// request was first: the answer comes in the same session, and the
+// model's request carries the first run's prompt.
+func checkResume(t *testing.T, b *box.Box, models *modeltest.Server, first *modeltest.Request, session string, usage modeltest.Usage, opts box.HarnessOptions) {
+	t.Helper()
+	models.SetScript(func(r *modeltest.Request) modeltest.Reply {
+		return modeltest.Reply{Text: "Still two files.", Usage: usage}
+	})
+	again := streamRun(t, b, &box.AgentParams{Prompt: "And now?", Options: opts})
+	if again.err != nil || again.finish == nil || again.finish.SessionID != session || again.run.Result != "Still two files." {
+		t.Fatalf("resumed run = %+v, %+v, %v", again.run, again.finish, again.err)
+	}
+	reqs := agentRequests(models)
+	last := reqs[len(reqs)-1]
+	history := jsonText(last.Body["messages"]) + jsonText(last.Body["input"])
+	if !strings.Contains(last.User, "And now?") || last.Turns <= first.Turns || !strings.Contains(history, "Which files are here?") {
+		t.Errorf("the resumed request does not carry the first run: turns %d, user %q", last.Turns, last.User)
+	}
+}
+
+// checkCancel cancels a run while the model answers it slowly: the CLI
+// and what it started (processes matching pattern) are gone from the
+// box, and the run's record says cancelled.
+func checkCancel(t *testing.T, b *box.Box, models *modeltest.Server, pattern string, usage modeltest.Usage) {
+	t.Helper()
 	models.SetScript(func(r *modeltest.Request) modeltest.Reply {
 		return modeltest.Reply{Text: strings.Repeat("slowly ", 200), Slow: 100 * time.Millisecond, Usage: usage}
 	})
 	cancelled := startAndCancel(t, b, models, "Take your time")
-	waitGone(t, b, "[c]odex")
-	runs, _ = b.Runs(ctx)
-	if i := slices.IndexFunc(runs, func(r box.RunRecord) bool { return r.ID == cancelled }); i < 0 || runs[i].Status != box.RunCancelled {
-		t.Errorf("the cancelled run's record: %+v", runs)
+	waitGone(t, b, pattern)
+	runs, err := b.Runs(t.Context())
+	if i := slices.IndexFunc(runs, func(r box.RunRecord) bool { return r.ID == cancelled }); err != nil || i < 0 || runs[i].Status != box.RunCancelled {
+		t.Errorf("the cancelled run's record (%v): %+v", err, runs)
 	}
 }
 
@@ -450,18 +445,7 @@ func TestOpenCodeCLI(t *testing.T) {
 		t.Errorf("first request: api %s, model %q, key %q, system %.80q, user %.200q", first.API, first.Model, first.Key, first.System, first.User)
 	}
 
-	// The next run continues the session.
-	models.SetScript(func(r *modeltest.Request) modeltest.Reply {
-		return modeltest.Reply{Text: "Still two files.", Usage: usage}
-	})
-	again := streamRun(t, b, &box.AgentParams{Prompt: "And now?"})
-	if again.err != nil || again.finish == nil || again.finish.SessionID != f.SessionID || again.run.Result != "Still two files." {
-		t.Fatalf("resumed run = %+v, %+v, %v", again.run, again.finish, again.err)
-	}
-	last := agentRequests(models)[len(agentRequests(models))-1]
-	if !strings.Contains(last.User, "And now?") || last.Turns <= first.Turns || !strings.Contains(jsonText(last.Body["messages"]), "Which files are here?") {
-		t.Errorf("the resumed request does not carry the first run: turns %d, user %q", last.Turns, last.User)
-	}
+	checkResume(t, b, models, first, f.SessionID, usage, nil)
 
 	type inventory struct {
 		Count int `json:"count"`
@@ -472,13 +456,5 @@ func TestOpenCodeCLI(t *testing.T) {
 		t.Errorf("RunAs = %+v, %v", inv, err)
 	}
 
-	models.SetScript(func(r *modeltest.Request) modeltest.Reply {
-		return modeltest.Reply{Text: strings.Repeat("slowly ", 200), Slow: 100 * time.Millisecond, Usage: usage}
-	})
-	cancelled := startAndCancel(t, b, models, "Take your time")
-	waitGone(t, b, "[o]pencode")
-	runs, _ = b.Runs(ctx)
-	if i := slices.IndexFunc(runs, func(r box.RunRecord) bool { return r.ID == cancelled }); i < 0 || runs[i].Status != box.RunCancelled {
-		t.Errorf("the cancelled run's record: %+v", runs)
-	}
+	checkCancel(t, b, models, "[o]pencode", usage)
 }
