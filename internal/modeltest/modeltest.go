@@ -456,9 +456,16 @@ func parse(api string, body map[string]any) *Request {
 			}
 			break
 		}
-	case "responses":
+	case "responses", "chat":
+		// A list of role-tagged items, the last of which is the tool's
+		// output after a tool call: input and function_call_output for
+		// Responses, messages and a tool message for Chat Completions.
 		addSystem(body["instructions"])
-		items := asList(body["input"])
+		key, isResult, output := "messages", func(m map[string]any) bool { return m["role"] == "tool" }, "content"
+		if api == "responses" {
+			key, isResult, output = "input", func(m map[string]any) bool { return m["type"] == "function_call_output" }, "output"
+		}
+		items := asList(body[key])
 		r.Turns = len(items)
 		for _, it := range items {
 			m, _ := it.(map[string]any)
@@ -470,27 +477,9 @@ func parse(api string, body map[string]any) *Request {
 			}
 		}
 		if n := len(items); n > 0 {
-			if m, _ := items[n-1].(map[string]any); m["type"] == "function_call_output" {
+			if m, _ := items[n-1].(map[string]any); isResult(m) {
 				r.HasToolResult = true
-				r.ToolResult = textOf(m["output"])
-			}
-		}
-	case "chat":
-		msgs := asList(body["messages"])
-		r.Turns = len(msgs)
-		for _, it := range msgs {
-			m, _ := it.(map[string]any)
-			switch m["role"] {
-			case "system", "developer":
-				addSystem(m["content"])
-			case "user":
-				r.User = textOf(m["content"])
-			}
-		}
-		if n := len(msgs); n > 0 {
-			if m, _ := msgs[n-1].(map[string]any); m["role"] == "tool" {
-				r.HasToolResult = true
-				r.ToolResult = textOf(m["content"])
+				r.ToolResult = textOf(m[output])
 			}
 		}
 	}
