@@ -14,7 +14,11 @@ import (
 // [Exec.Session]). Exactly one of Cmd and Argv is needed; Argv wins when
 // both are set.
 type SessionParams struct {
-	// Cmd is a shell command line, run with `bash -lc`.
+	// Cmd is a shell command line, run with `bash -lc`. A login shell
+	// reads the box's /etc/profile (which starts nothing) and the box
+	// user's ~/.bash_profile; a signal sent while that file runs a
+	// command of its own may be taken by that command, as in a terminal.
+	// Argv starts no shell.
 	Cmd string
 	// Argv is a program and its arguments, run without a shell.
 	Argv []string

@@ -12,6 +12,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -304,6 +305,13 @@ func TestSessionSignalDuringShellStartup(t *testing.T) {
 	}
 	srv := boxtest.NewServer(t)
 	b := newBox(t, srv, nil)
+	// Nothing of the host's runs in the box's login shell: its profile.d
+	// scripts fork (Ubuntu's locale fix does).
+	if _, err := os.Stat("/etc/profile.d"); err == nil {
+		if r := mustRun(t, b, "test -e /etc/profile.d && echo host-profile.d || true"); r.Stdout != "" {
+			t.Errorf("the box's login shell reads the host's /etc/profile.d")
+		}
+	}
 	for i := range 200 {
 		s := openSession(t, b, &box.SessionParams{Cmd: "sleep 100"})
 		time.Sleep(time.Duration(i%40) * 250 * time.Microsecond)

@@ -274,11 +274,14 @@ const Path = "/home/boxuser/.local/bin:/home/boxuser/bin:/usr/local/sbin:/usr/lo
 
 // etcFromHost lists host /etc entries that carry no secrets and that common
 // programs need (dynamic linker cache, TLS roots, alternatives symlinks,
-// shell start-up files, time zone). The host's gitconfig and npmrc are not
-// among them: they often hold credentials or credential helpers.
+// an interactive shell's bashrc, time zone). The host's gitconfig and npmrc
+// are not among them: they often hold credentials or credential helpers.
+// Nor is its profile.d: a login shell in the box runs the box's /etc/profile
+// alone, and host scripts there fork during the shell's start-up (a signal
+// that arrives meanwhile can be swallowed, see profileFor).
 var etcFromHost = []string{
 	"alternatives", "ssl", "ca-certificates", "ca-certificates.conf", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
-	"localtime", "timezone", "profile.d", "bash.bashrc", "inputrc", "mime.types", "protocols", "services",
+	"localtime", "timezone", "bash.bashrc", "inputrc", "mime.types", "protocols", "services",
 	"os-release", "debian_version", "terminfo", "magic", "python3", "python3.11",
 	"fonts", // fontconfig, for the browser's text
 }
