@@ -2158,7 +2158,8 @@ type ClientInterface interface {
 
 	// ListBoxes List boxes
 	//
-	// Lists the account's boxes as a bare JSON array (`[]` when there are none).
+	// Lists the account's boxes as a bare JSON array (`[]` when there are none). boxd lists
+	// them oldest first; the cloud does not document an order.
 	//
 	// Corresponds with GET /v2/box (the `ListBoxes` operationId).
 	ListBoxes(ctx context.Context, params *ListBoxesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3178,7 +3179,8 @@ func (c *Client) DeleteBoxes(ctx context.Context, body DeleteBoxesJSONRequestBod
 
 // ListBoxes List boxes
 //
-// Lists the account's boxes as a bare JSON array (`[]` when there are none).
+// Lists the account's boxes as a bare JSON array (`[]` when there are none). boxd lists
+// them oldest first; the cloud does not document an order.
 //
 // Corresponds with GET /v2/box (the `ListBoxes` operationId).
 func (c *Client) ListBoxes(ctx context.Context, params *ListBoxesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -9268,7 +9270,8 @@ type ClientWithResponsesInterface interface {
 
 	// ListBoxesWithResponse List boxes
 	//
-	// Lists the account's boxes as a bare JSON array (`[]` when there are none).
+	// Lists the account's boxes as a bare JSON array (`[]` when there are none). boxd lists
+	// them oldest first; the cloud does not document an order.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -16691,7 +16694,8 @@ func (c *ClientWithResponses) DeleteBoxesWithResponse(ctx context.Context, body 
 
 // ListBoxesWithResponse List boxes
 //
-// Lists the account's boxes as a bare JSON array (`[]` when there are none).
+// Lists the account's boxes as a bare JSON array (`[]` when there are none). boxd lists
+// them oldest first; the cloud does not document an order.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -134,6 +134,7 @@ func (a *app) spin(what string, fn func() error) error {
 	}
 	bar := progressbar.NewOptions(-1, progressbar.OptionSetWriter(f), progressbar.OptionSetDescription(what),
 		progressbar.OptionSpinnerType(14), progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(80*time.Millisecond))
+	_ = bar.RenderBlank() // at once, not a tick later
 	done := make(chan struct{})
 	go func() {
 		t := time.NewTicker(80 * time.Millisecond)
@@ -233,8 +234,7 @@ func (a *app) connectCmd() *cobra.Command {
 				if len(list) == 0 {
 					return errors.New("there is no box to connect to: create one with box create")
 				}
-				newest := slices.MaxFunc(list, func(x, y box.Info) int { return x.CreatedAt.Compare(y.CreatedAt) })
-				id = newest.ID
+				id = newest(list).ID
 			}
 			b, err := cl.Get(ctx, id, nil)
 			if err != nil {
@@ -534,14 +534,14 @@ func (a *app) printLogs(ctx context.Context, b *box.Box, skip int) (int, error) 
 			}
 			continue
 		}
-		level := e.Level
-		switch level {
+		level := fmt.Sprintf("%-5s", e.Level)
+		switch e.Level {
 		case "warn":
 			level = a.paint("33", level)
 		case "error":
 			level = a.paint("31", level)
 		}
-		fmt.Fprintf(a.stdout, "%s %-5s %-6s %s\n", e.Timestamp.Local().Format(time.DateTime), level, e.Source, e.Message)
+		fmt.Fprintf(a.stdout, "%s %s %-6s %s\n", e.Timestamp.Local().Format(time.DateTime), level, e.Source, e.Message)
 	}
 }
 

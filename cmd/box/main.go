@@ -24,10 +24,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -78,7 +79,7 @@ func run(ctx context.Context, args []string, stdin *os.File, stdout, stderr io.W
 	case errors.As(err, &ee):
 		return ee.code
 	case errors.As(err, &ue) || cobraUsage(err):
-		fmt.Fprintf(stderr, "box: %v\nRun 'box --help' for usage.\n", strings.TrimPrefix(err.Error(), "box: "))
+		fmt.Fprintf(stderr, "box: %s\nRun 'box --help' for usage.\n", strings.TrimPrefix(a.redact(err.Error()), "box: "))
 		return 2
 	}
 	fmt.Fprintln(stderr, "box: "+strings.TrimPrefix(a.redact(err.Error()), "box: "))
@@ -197,25 +198,54 @@ func (a *app) printJSON(v any) error {
 	return enc.Encode(v)
 }
 
-// table writes rows under headers, aligned.
+// table writes rows under headers, aligned. Widths are counted in runes of
+// the visible text, so cells may carry colour.
 func (a *app) table(headers []string, rows [][]string) error {
-	w := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	if a.color() {
+		headers = slices.Clone(headers)
 		for i, h := range headers {
 			headers[i] = "\x1b[1m" + h + "\x1b[0m"
 		}
 	}
-	fmt.Fprintln(w, strings.Join(headers, "\t"))
-	for _, r := range rows {
-		fmt.Fprintln(w, strings.Join(r, "\t"))
+	all := append([][]string{headers}, rows...)
+	var widths []int
+	for _, r := range all {
+		for i, c := range r {
+			if i == len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], visibleWidth(c))
+		}
 	}
-	return w.Flush()
+	var line strings.Builder
+	for _, r := range all {
+		line.Reset()
+		for i, c := range r {
+			line.WriteString(c)
+			if i < len(r)-1 {
+				line.WriteString(strings.Repeat(" ", widths[i]-visibleWidth(c)+2))
+			}
+		}
+		line.WriteByte('\n')
+		if _, err := io.WriteString(a.stdout, line.String()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// color reports whether output may be coloured: a terminal, without
-// NO_COLOR.
+// sgr matches the colour sequences paint writes.
+var sgr = regexp.MustCompile("\x1b\\[[0-9;]*m")
+
+// visibleWidth is the number of runes of s a terminal shows.
+func visibleWidth(s string) int {
+	return utf8.RuneCountInString(sgr.ReplaceAllString(s, ""))
+}
+
+// color reports whether output may be coloured: a terminal, unless
+// NO_COLOR is set to a value that is not empty (no-color.org).
 func (a *app) color() bool {
-	if _, ok := os.LookupEnv("NO_COLOR"); ok {
+	if os.Getenv("NO_COLOR") != "" {
 		return false
 	}
 	f, ok := a.stdout.(*os.File)

@@ -6,6 +6,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -166,8 +167,8 @@ func TestBoxCommands(t *testing.T) {
 			t.Errorf("logs --json line %q: %v", l, err)
 		}
 	}
-	mustCLI(t, srv, "", "env", "set", "ACCOUNT_WIDE=1")
-	if got := mustCLI(t, srv, "", "env"); !strings.Contains(got, "ACCOUNT_WIDE") || strings.Contains(got, "=1") {
+	mustCLI(t, srv, "", "env", "set", "ACCOUNT_WIDE=account-value-not-shown")
+	if got := mustCLI(t, srv, "", "env"); !strings.Contains(got, "ACCOUNT_WIDE") || strings.Contains(got, "account-value-not-shown") {
 		t.Errorf("env = %q", got)
 	}
 	mustCLI(t, srv, "", "env", "unset", "ACCOUNT_WIDE")
@@ -290,12 +291,25 @@ type ptyTerm struct {
 	mu   sync.Mutex
 	out  bytes.Buffer
 	done chan struct{}
+	// timeout bounds each wait for the screen (20 s when zero).
+	timeout time.Duration
 }
 
+func (tm *ptyTerm) deadline() time.Time {
+	return time.Now().Add(cmp.Or(tm.timeout, 20*time.Second))
+}
+
+// inTerminal starts box with args in a pty, without colour.
 func inTerminal(t *testing.T, srv *boxtest.Server, args ...string) *ptyTerm {
 	t.Helper()
+	return inTerminalEnv(t, env(t, srv, "TERM=xterm", "NO_COLOR=1"), args...)
+}
+
+// inTerminalEnv starts box with args in a pty, in environment environ.
+func inTerminalEnv(t *testing.T, environ []string, args ...string) *ptyTerm {
+	t.Helper()
 	cmd := exec.Command(boxBin, args...)
-	cmd.Env = env(t, srv, "TERM=xterm", "NO_COLOR=1")
+	cmd.Env = environ
 	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 30, Cols: 100})
 	if err != nil {
 		t.Fatal(err)
@@ -325,6 +339,13 @@ func inTerminal(t *testing.T, srv *boxtest.Server, args ...string) *ptyTerm {
 
 var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]|\r`)
 
+// raw is what the command printed, escapes and all.
+func (tm *ptyTerm) raw() string {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	return tm.out.String()
+}
+
 // screen is what the command printed, without escapes.
 func (tm *ptyTerm) screen() string {
 	tm.mu.Lock()
@@ -343,7 +364,7 @@ func (tm *ptyTerm) typeText(s string) {
 // mark.
 func (tm *ptyTerm) expect(mark int, s string) int {
 	tm.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := tm.deadline()
 	for {
 		sc := tm.screen()
 		if mark > len(sc) {
@@ -363,7 +384,7 @@ func (tm *ptyTerm) expect(mark int, s string) int {
 // the first group and the new mark.
 func (tm *ptyTerm) expectRe(mark int, re *regexp.Regexp) (string, int) {
 	tm.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := tm.deadline()
 	for {
 		sc := tm.screen()[mark:]
 		if sm := re.FindStringSubmatchIndex(sc); sm != nil {
@@ -390,7 +411,7 @@ func (tm *ptyTerm) wait() int {
 			tm.t.Fatal(err)
 		}
 		return 0
-	case <-time.After(20 * time.Second):
+	case <-time.After(time.Until(tm.deadline())):
 		tm.t.Fatalf("box did not exit; the screen shows:\n%s", tm.screen())
 		return -1
 	}

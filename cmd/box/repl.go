@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -391,11 +392,52 @@ func (c *completer) Do(line []rune, pos int) ([][]rune, int) {
 	if subs, ok := replSub[cmd]; ok && (len(words) == 1 || len(words) == 2 && last != "") {
 		return complete(last, subs), len([]rune(last))
 	}
-	switch cmd {
-	case "cd", "files":
+	switch {
+	case cmd == "files" && len(words) >= 2 && words[1] == "upload" && (len(words) == 2 || len(words) == 3 && last != ""):
+		return localPaths(last) // what to upload is on this machine
+	case cmd == "cd" || cmd == "files":
 		return c.paths(last)
 	}
 	return nil, 0
+}
+
+// localPaths completes a path on this machine.
+func localPaths(p string) ([][]rune, int) {
+	dir, base := filepath.Split(p)
+	entries, err := os.ReadDir(cmp.Or(dir, "."))
+	if err != nil {
+		return nil, 0
+	}
+	names := make([]pathName, len(entries))
+	for i, e := range entries {
+		names[i] = pathName{e.Name(), e.IsDir()}
+	}
+	return completeNames(base, names, string(filepath.Separator)), len([]rune(base))
+}
+
+// pathName is a directory entry a path completes to.
+type pathName struct {
+	name string
+	dir  bool
+}
+
+// completeNames returns the endings of the names that start with base: a
+// directory's ends in sep, so that completion goes on inside it.
+func completeNames(base string, names []pathName, sep string) [][]rune {
+	var out [][]rune
+	for _, n := range names {
+		if !strings.HasPrefix(n.name, base) {
+			continue
+		}
+		end := n.name[len(base):]
+		if n.dir {
+			end += sep
+		} else {
+			end += " "
+		}
+		out = append(out, []rune(end))
+	}
+	return out
 }
 
 // complete returns the endings of the candidates that start with prefix.
@@ -420,18 +462,9 @@ func (c *completer) paths(p string) ([][]rune, int) {
 	if err != nil {
 		return nil, 0
 	}
-	var out [][]rune
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name, base) {
-			continue
-		}
-		end := e.Name[len(base):]
-		if e.IsDir {
-			end += "/"
-		} else {
-			end += " "
-		}
-		out = append(out, []rune(end))
+	names := make([]pathName, len(entries))
+	for i, e := range entries {
+		names[i] = pathName{e.Name, e.IsDir}
 	}
-	return out, len([]rune(base))
+	return completeNames(base, names, "/"), len([]rune(base))
 }

@@ -97,13 +97,20 @@ func (a *app) boxOrNewest(ctx context.Context, args []string) (*box.Box, error) 
 	if len(list) == 0 {
 		return nil, errors.New("there is no box: create one with box create")
 	}
-	newest := list[0]
+	return cl.Get(ctx, newest(list).ID, nil)
+}
+
+// newest returns the box created last. Creation times are whole seconds,
+// so of boxes created in the same second the one listed last wins (boxd
+// lists oldest first).
+func newest(list []box.Info) box.Info {
+	n := list[0]
 	for _, in := range list[1:] {
-		if in.CreatedAt.After(newest.CreatedAt) {
-			newest = in
+		if !in.CreatedAt.Before(n.CreatedAt) {
+			n = in
 		}
 	}
-	return cl.Get(ctx, newest.ID, nil)
+	return n
 }
 
 // remote is one side of a copy: a path in a box when box is set, else a
@@ -154,8 +161,10 @@ func (a *app) bar(what string, total int64) *progressbar.ProgressBar {
 	if !ok || !term.IsTerminal(int(f.Fd())) || a.json {
 		return nil
 	}
-	return progressbar.NewOptions64(total, progressbar.OptionSetWriter(f), progressbar.OptionSetDescription(what),
-		progressbar.OptionShowBytes(true), progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(100_000_000))
+	bar := progressbar.NewOptions64(total, progressbar.OptionSetWriter(f), progressbar.OptionSetDescription(what),
+		progressbar.OptionShowBytes(true), progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(100_000_000)) // 100 ms
+	_ = bar.RenderBlank()
+	return bar
 }
 
 func progress(bar *progressbar.ProgressBar) *box.TransferParams {
