@@ -229,7 +229,10 @@ func TestREPLFromCreate(t *testing.T) {
 	m = tm.expect(m, prompt)
 
 	// A file each way, with a progress bar.
-	tm.typeText("/files upload " + local + " in/big.bin\r")
+	// Tab completes what to upload on this machine.
+	tm.typeText("/files upload " + filepath.Join(filepath.Dir(local), "bi") + "\t")
+	m = tm.expect(m, local+" ")
+	tm.typeText("in/big.bin\r")
 	m = tm.expect(m, "uploading")
 	m = tm.expect(m, prompt)
 	b, err := srv.Client().Get(ctx, id, nil)
