@@ -486,3 +486,36 @@ func moduleProxy(t *testing.T) string {
 	}
 	return proxy
 }
+
+// TestJSONEverywhere: every command that prints data prints JSON with
+// --json.
+func TestJSONEverywhere(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t)
+	id := created(t, srv)
+	mustCLI(t, srv, "", "env", "set", "JSON_KEY=v")
+	for _, args := range [][]string{
+		{"status", id}, {"pause", id}, {"resume", id}, {"env"}, {"get", id}, {"ls"},
+		{"cp", "-", id + ":from-stdin.txt"}, {"snapshot", id}, {"url", id, "8080"}, {"logs", id},
+		{"init-demo", filepath.Join(t.TempDir(), "demo")}, {"rm", id},
+	} {
+		out := mustCLI(t, srv, "some input\n", append(args, "--json")...)
+		dec := json.NewDecoder(strings.NewReader(out))
+		n := 0
+		for {
+			var v any
+			err := dec.Decode(&v)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Errorf("box %q --json printed %q: %v", args, out, err)
+				break
+			}
+			n++
+		}
+		if n == 0 {
+			t.Errorf("box %q --json printed nothing", args)
+		}
+	}
+}

@@ -155,6 +155,10 @@ func (a *app) initDemoCmd() *cobra.Command {
 					return err
 				}
 			}
+			if a.json {
+				// For scripts: what was written, and nothing is run.
+				return a.printJSON(map[string]any{"dir": dir, "files": []string{"main.go", "go.mod", ".env", "README.md"}})
+			}
 			fmt.Fprintf(a.stdout, "wrote %s: main.go, go.mod, .env, README.md\n", dir)
 			if noRun {
 				return nil
@@ -182,7 +186,7 @@ func (a *app) initDemoCmd() *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&runIt, "run", false, "run the program without asking")
-	c.Flags().BoolVar(&noRun, "no-run", false, "only write the files")
+	c.Flags().BoolVar(&noRun, "no-run", false, "only write the files (as --json does)")
 	c.MarkFlagsMutuallyExclusive("run", "no-run")
 	return c
 }
