@@ -82,8 +82,18 @@ func run(ctx context.Context, args []string, stdin *os.File, stdout, stderr io.W
 		fmt.Fprintf(stderr, "box: %s\nRun 'box --help' for usage.\n", strings.TrimPrefix(a.redact(err.Error()), "box: "))
 		return 2
 	}
-	fmt.Fprintln(stderr, "box: "+strings.TrimPrefix(a.redact(err.Error()), "box: "))
+	fmt.Fprintln(stderr, "box: "+strings.TrimPrefix(a.redact(message(err)), "box: "))
 	return 1
+}
+
+// message is how an error is printed: the API's own message first, then
+// its status and request.
+func message(err error) string {
+	var ae *box.Error
+	if errors.As(err, &ae) && err == error(ae) && ae.Message != "" {
+		return fmt.Sprintf("%s (HTTP %d, %s %s)", ae.Message, ae.StatusCode, ae.Method, ae.Path)
+	}
+	return err.Error()
 }
 
 // cobraUsage reports whether err is cobra's own complaint about the

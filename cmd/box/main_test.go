@@ -202,6 +202,10 @@ func TestErrors(t *testing.T) {
 			t.Errorf("box %q = exit %d, stderr %q; want %d mentioning %q", tc.args, r.code, r.stderr, tc.code, tc.in)
 		}
 	}
+	// The API's message comes first.
+	if r := cli(t, srv, "", "status", "box-nosuchbox"); r.stderr != "box: box not found (HTTP 404, GET /v2/box/box-nosuchbox)\n" {
+		t.Errorf("status of an unknown box printed %q", r.stderr)
+	}
 	// No key: a clear error. A wrong one: refused, and never printed.
 	cmd := exec.Command(boxBin, "ls")
 	cmd.Env = env(t, nil, "UPSTASH_BOX_BASE_URL="+srv.URL())
