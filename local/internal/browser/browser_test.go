@@ -343,6 +343,30 @@ func TestDialogs(t *testing.T) {
 	}
 }
 
+// TestForgetLeavesTab forgets a tab boxd is attached to, as CloseTab does
+// before it closes the tab: boxd detaches, and the tab stays open. (The
+// detach closed it too, which raced with CloseTab's close and failed it.)
+func TestForgetLeavesTab(t *testing.T) {
+	c := startChromium(t)
+	base := site(t)
+	ctx := t.Context()
+	tab, err := c.NewTab(ctx, base+"/still", WaitLoad, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.forget(tab.ID)
+	time.Sleep(time.Second) // the detach runs in the background
+	if !c.exists(ctx, tab.ID) {
+		t.Fatal("detaching from the tab closed it")
+	}
+	if got, err := c.Content(ctx, tab.ID); err != nil || got.Title != "Still" {
+		t.Errorf("content after boxd attached anew: %+v, %v", got, err)
+	}
+	if err := c.CloseTab(ctx, tab.ID); err != nil {
+		t.Errorf("close: %v", err)
+	}
+}
+
 // TestForegroundHistory closes the tab in the foreground: the one used
 // before it comes back, not whichever the browser lists first.
 func TestForegroundHistory(t *testing.T) {

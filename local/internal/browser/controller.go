@@ -322,7 +322,9 @@ func (c *Controller) attach(ctx context.Context, id string) (*tab, error) {
 			return nil, ErrClosed
 		}
 		if t = c.tabs[id]; t == nil {
-			tctx, cancel := chromedp.NewContext(c.root, chromedp.WithTargetID(target.ID(id)))
+			// Ending the context detaches from the tab and leaves it
+			// open: boxd closes tabs with CloseTab only.
+			tctx, cancel := chromedp.NewContext(c.root, chromedp.WithTargetID(target.ID(id)), chromedp.WithDetachOnCancel())
 			t = &tab{id: id, ctx: tctx, cancel: cancel, ready: make(chan struct{})}
 			c.tabs[id] = t
 			go func() {
