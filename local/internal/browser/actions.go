@@ -129,20 +129,19 @@ func jsString(s string) string {
 
 // Perform replays an action in a tab. It waits up to 5 seconds for the
 // element to appear, and afterwards for a navigation the action started
-// to load. It returns the JavaScript dialogs the page opened meanwhile (at
-// most 20), which were dismissed.
+// to load. It returns the JavaScript dialogs that boxd dismissed for it
+// (at most 20): those that opened meanwhile, or stood open when it began,
+// in the tab or in a page that shares its renderer (see begin).
 func (c *Controller) Perform(ctx context.Context, id string, a Action) ([]Dialog, error) {
 	if err := CheckAction(a); err != nil {
 		return nil, err
 	}
-	t, err := c.attach(ctx, id)
+	t, err := c.begin(ctx, id, true)
 	if err != nil {
 		return nil, err
 	}
-	c.Touch(id)
-	t.begin()
 	err = c.wrap(t.perform(ctx, a))
-	return t.end(), err
+	return c.end(t), err
 }
 
 func (t *tab) perform(ctx context.Context, a Action) error {
@@ -323,12 +322,11 @@ func keyOf(name string) (string, error) {
 
 // Exists reports whether an element matches selector in a tab now.
 func (c *Controller) Exists(ctx context.Context, id, selector string) (bool, error) {
-	t, err := c.attach(ctx, id)
+	t, err := c.begin(ctx, id, false)
 	if err != nil {
 		return false, err
 	}
-	t.begin()
-	defer t.end()
+	defer c.end(t)
 	var ok bool
 	err = t.eval(ctx, fmt.Sprintf(`!!(%s)(%s)`, findJS, jsString(selector)), &ok)
 	var ex *chromedp.ExceptionError

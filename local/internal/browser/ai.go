@@ -81,13 +81,11 @@ const snapshotJS = `(() => {
 
 // Snapshot reads a tab as the AI operations present it to a model.
 func (c *Controller) Snapshot(ctx context.Context, id string) (*Snapshot, error) {
-	t, err := c.attach(ctx, id)
+	t, err := c.begin(ctx, id, true)
 	if err != nil {
 		return nil, err
 	}
-	c.Touch(id)
-	t.begin()
-	defer t.end()
+	defer c.end(t)
 	var s Snapshot
 	if err := t.eval(ctx, fmt.Sprintf(snapshotJS, maxSnapshotElements, maxSnapshotText), &s); err != nil {
 		return nil, c.wrap(err)

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
 	"go.uber.org/goleak"
 )
 
@@ -26,6 +28,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // startChromium runs a headless Chromium on this machine for a test and
 // connects a Controller to it.
 func startChromium(t *testing.T) *Controller {
+	t.Helper()
+	c, _ := launchChromium(t)
+	return c
+}
+
+// launchChromium is startChromium that also returns the browser's
+// DevTools WebSocket URL, for a test that drives it as a CDP client.
+func launchChromium(t *testing.T) (*Controller, string) {
 	t.Helper()
 	bin := "/usr/lib/chromium/chromium"
 	if _, err := os.Stat(bin); err != nil {
@@ -79,7 +89,7 @@ func startChromium(t *testing.T) *Controller {
 		_ = cmd.Wait()
 		_ = os.RemoveAll(profile)
 	})
-	return c
+	return c, ws
 }
 
 func site(t *testing.T) string {
@@ -102,6 +112,9 @@ func site(t *testing.T) string {
 	})
 	mux.HandleFunc("/alert-on-load", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `<!doctype html><title>Alerting</title><script>alert('loading now')</script><p>after the alert</p>`)
+	})
+	mux.HandleFunc("/opener", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `<!doctype html><title>Opener</title><button id="open" onclick="window.open('/alert-on-load')">Open</button>`)
 	})
 	mux.HandleFunc("/dialogs", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `<!doctype html><title>Dialogs</title>
@@ -341,6 +354,90 @@ func TestDialogs(t *testing.T) {
 	if dialogs, err := c.Perform(ctx, tab.ID, Action{Selector: "#out"}); err != nil || len(dialogs) != 0 {
 		t.Errorf("a click without a dialog: %+v, %v", dialogs, err)
 	}
+}
+
+// TestDialogBeforeAttach opens pages that alert while they load where
+// boxd is not attached yet: a target a CDP client creates, and a popup.
+// The dialog blocks the page, and the popup's its opener too (they share
+// a renderer); boxd's calls on them dismiss it, and an action reports it.
+func TestDialogBeforeAttach(t *testing.T) {
+	c, ws := launchChromium(t)
+	base := site(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+
+	// A CDP client of its own creates the target; boxd has not seen it.
+	client, _, err := websocket.Dial(ctx, ws, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.CloseNow()
+	if err := wsjson.Write(ctx, client, map[string]any{"id": 1, "method": "Target.createTarget", "params": map[string]any{"url": base + "/alert-on-load"}}); err != nil {
+		t.Fatal(err)
+	}
+	var created struct {
+		ID     int `json:"id"`
+		Result struct {
+			TargetID string `json:"targetId"`
+		} `json:"result"`
+	}
+	for created.ID != 1 {
+		if err := wsjson.Read(ctx, client, &created); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := created.Result.TargetID
+	waitTab(t, c, func(tab Tab) bool { return tab.ID == id && tab.Title == "Alerting" })
+	opCtx, opCancel := context.WithTimeout(ctx, 10*time.Second)
+	dialogs, err := c.Perform(opCtx, id, Action{Selector: "p"})
+	opCancel()
+	if err != nil {
+		t.Fatalf("an action on a tab whose dialog opened before boxd attached: %v", err)
+	}
+	if len(dialogs) != 1 || dialogs[0] != (Dialog{Type: "alert", Message: "loading now"}) {
+		t.Errorf("the action reports the dialogs %+v, want the alert it dismissed", dialogs)
+	}
+	if got, err := c.Content(ctx, id); err != nil || !strings.Contains(got.Text, "after the alert") {
+		t.Errorf("content after the alert: %+v, %v", got, err)
+	}
+
+	// A popup that alerts while it loads blocks its opener as well.
+	opener, err := c.NewTab(ctx, base+"/opener", WaitLoad, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Perform(ctx, opener.ID, Action{Selector: "#open"}); err != nil {
+		t.Fatal(err)
+	}
+	popup := waitTab(t, c, func(tab Tab) bool { return tab.URL == base+"/alert-on-load" && tab.ID != id })
+	for _, tc := range []struct{ name, id, text string }{{"the opener", opener.ID, "Open"}, {"the popup", popup.ID, "after the alert"}} {
+		opCtx, opCancel := context.WithTimeout(ctx, 10*time.Second)
+		got, err := c.Content(opCtx, tc.id)
+		opCancel()
+		if err != nil || !strings.Contains(got.Text, tc.text) {
+			t.Errorf("content of %s while the popup alerts: %+v, %v", tc.name, got, err)
+		}
+	}
+}
+
+// waitTab waits up to 10 s for a tab that ok accepts.
+func waitTab(t *testing.T, c *Controller, ok func(Tab) bool) Tab {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		tabs, err := c.Tabs(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tab := range tabs {
+			if ok(tab) {
+				return tab
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the tab did not appear within 10s")
+	return Tab{}
 }
 
 // TestForgetLeavesTab forgets a tab boxd is attached to, as CloseTab does

@@ -89,6 +89,8 @@ type Controller struct {
 	cancelRoot context.CancelFunc
 	cancelLife context.CancelFunc
 
+	dialogs *dialogWatch // the JavaScript dialogs of every page; set once Connect returns
+
 	mu     sync.Mutex
 	tabs   map[string]*tab     // the tabs boxd is attached to
 	pages  map[string]struct{} // every page target the browser has
@@ -106,16 +108,6 @@ type tab struct {
 
 	op   sync.Mutex // one page operation at a time
 	cast *caster    // the tab's screencast, while someone watches
-
-	// The JavaScript dialogs of the tab (alert, confirm, prompt,
-	// beforeunload). A dialog blocks its page, so boxd dismisses those
-	// that open while one of its operations runs, or that stand open when
-	// one begins; those that open otherwise are left to the CDP client
-	// that caused them.
-	dmu     sync.Mutex
-	busy    bool     // an operation holds op
-	showing bool     // a dialog is open
-	dialogs []Dialog // the dialogs of the running operation
 }
 
 // Dialog is a JavaScript dialog that a page opened, and boxd dismissed.
@@ -154,6 +146,14 @@ func Connect(ctx context.Context, dial Dialer, host, path string) (*Controller, 
 		c.Close()
 		return nil, err
 	}
+	// Losing the watch loses the connection to the browser, as losing
+	// chromedp's does: boxd connects anew.
+	d, err := watchDialogs(cctx, dial, host, path, cancelRoot)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	c.dialogs = d
 	return c, nil
 }
 
@@ -189,8 +189,11 @@ func (c *Controller) Close() {
 	tabs := c.tabs
 	c.tabs = map[string]*tab{}
 	c.mu.Unlock()
-	// Close the connection first, so that detaching the tabs does not wait
-	// for answers that cannot come.
+	// Close the connections first, so that detaching the tabs does not
+	// wait for answers that cannot come.
+	if c.dialogs != nil {
+		c.dialogs.close()
+	}
 	c.cancelLife()
 	for _, t := range tabs {
 		if cs := c.takeCast(t); cs != nil {
@@ -333,9 +336,6 @@ func (c *Controller) attach(ctx context.Context, id string) (*tab, error) {
 				// context; a watchdog ends it if the browser hangs.
 				dog := time.AfterFunc(30*time.Second, func() { go cancel() })
 				t.err = chromedp.Do(tctx)
-				if t.err == nil {
-					t.err = chromedp.Listen(tctx, t.dialogEvent)
-				}
 				dog.Stop()
 				close(t.ready)
 			}()
@@ -362,58 +362,35 @@ func (c *Controller) attach(ctx context.Context, id string) (*tab, error) {
 	return t, nil
 }
 
-// begin starts an operation on t: it waits for the one running, and
-// dismisses a dialog that stands open.
-func (t *tab) begin() {
-	t.op.Lock()
-	t.dmu.Lock()
-	t.busy, t.dialogs = true, nil
-	showing := t.showing
-	t.dmu.Unlock()
-	if showing {
-		go t.dismiss()
+// begin starts an operation on tab id. From now until end, boxd dismisses
+// the JavaScript dialogs (alert, confirm, prompt, beforeunload) that block
+// the tab, those of the tab and of the pages that share its renderer, and
+// first those that stand open: a dialog blocks every page of its renderer,
+// boxd's attach to the tab included. Dialogs that open while boxd does not
+// use a page are left to the CDP client that caused them.
+//
+// begin attaches to the tab the first time, brings it to the foreground if
+// front is set, and waits for the operation that runs on it.
+func (c *Controller) begin(ctx context.Context, id string, front bool) (*tab, error) {
+	c.dialogs.hold(id)
+	t, err := c.attach(ctx, id)
+	if err != nil {
+		c.dialogs.release(id)
+		return nil, err
 	}
+	if front {
+		c.Touch(id)
+	}
+	t.op.Lock()
+	return t, nil
 }
 
-// end ends the operation begun on t and returns the dialogs it met.
-func (t *tab) end() []Dialog {
-	t.dmu.Lock()
-	d := t.dialogs
-	t.busy, t.dialogs = false, nil
-	t.dmu.Unlock()
+// end ends the operation begun on t and returns the dialogs dismissed
+// meanwhile.
+func (c *Controller) end(t *tab) []Dialog {
+	d := c.dialogs.release(t.id)
 	t.op.Unlock()
 	return d
-}
-
-// dialogEvent notes the dialogs of t, and dismisses one that opens
-// during an operation. It runs in the tab's read loop: it must not block.
-func (t *tab) dialogEvent(ev any) {
-	switch ev := ev.(type) {
-	case *page.EventJavascriptDialogOpening:
-		t.dmu.Lock()
-		t.showing = true
-		busy := t.busy
-		if busy && len(t.dialogs) < maxDialogs {
-			t.dialogs = append(t.dialogs, Dialog{Type: string(ev.Type), Message: ev.Message})
-		}
-		t.dmu.Unlock()
-		if busy {
-			go t.dismiss()
-		}
-	case *page.EventJavascriptDialogClosed:
-		t.dmu.Lock()
-		t.showing = false
-		t.dmu.Unlock()
-	}
-}
-
-// dismiss dismisses the dialog open in t: an alert is closed, a confirm
-// answers false, a prompt null, and a beforeunload keeps the page.
-func (t *tab) dismiss() {
-	ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
-	defer cancel()
-	// An error means no dialog is open any more: someone else answered.
-	_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
 }
 
 // opContext is the context of one operation on t: it carries t's
@@ -428,14 +405,12 @@ func (c *Controller) NewTab(ctx context.Context, url, waitUntil string, timeout 
 		return Tab{}, c.wrap(err)
 	}
 	id := string(res.TargetID)
-	t, err := c.attach(ctx, id)
+	t, err := c.begin(ctx, id, true)
 	if err != nil {
 		_ = c.CloseTab(context.WithoutCancel(ctx), id)
 		return Tab{}, err
 	}
-	c.Touch(id)
-	t.begin()
-	defer t.end()
+	defer c.end(t)
 	if url != "" && url != "about:blank" {
 		if err := t.navigate(ctx, url, waitUntil, timeout); err != nil {
 			_ = c.CloseTab(context.WithoutCancel(ctx), id)
@@ -486,13 +461,11 @@ func (c *Controller) exists(ctx context.Context, id string) bool {
 // one of the Wait constants ("" means load); timeout bounds the wait (0
 // means none beyond ctx).
 func (c *Controller) Goto(ctx context.Context, id, url, waitUntil string, timeout time.Duration) (*Content, error) {
-	t, err := c.attach(ctx, id)
+	t, err := c.begin(ctx, id, true)
 	if err != nil {
 		return nil, err
 	}
-	c.Touch(id)
-	t.begin()
-	defer t.end()
+	defer c.end(t)
 	if err := t.navigate(ctx, url, waitUntil, timeout); err != nil {
 		return nil, c.wrap(err)
 	}
@@ -569,13 +542,11 @@ func (t *tab) eval(ctx context.Context, expr string, dst any) error {
 
 // Content returns a tab's readable content.
 func (c *Controller) Content(ctx context.Context, id string) (*Content, error) {
-	t, err := c.attach(ctx, id)
+	t, err := c.begin(ctx, id, true)
 	if err != nil {
 		return nil, err
 	}
-	c.Touch(id)
-	t.begin()
-	defer t.end()
+	defer c.end(t)
 	out, err := t.content(ctx)
 	return out, c.wrap(err)
 }
@@ -608,13 +579,11 @@ func (t *tab) content(ctx context.Context) (*Content, error) {
 // Screenshot returns a PNG of a tab's viewport, or of the whole page when
 // fullPage is set, in CSS pixels.
 func (c *Controller) Screenshot(ctx context.Context, id string, fullPage bool) ([]byte, error) {
-	t, err := c.attach(ctx, id)
+	t, err := c.begin(ctx, id, true)
 	if err != nil {
 		return nil, err
 	}
-	c.Touch(id)
-	t.begin()
-	defer t.end()
+	defer c.end(t)
 	octx := t.opContext(ctx)
 	p := page.CaptureScreenshotParams{Format: page.CaptureScreenshotFormatPng, FromSurface: ptr(true)}
 	if fullPage {
