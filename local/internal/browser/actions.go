@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"iter"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
@@ -129,9 +131,10 @@ func jsString(s string) string {
 
 // Perform replays an action in a tab. It waits up to 5 seconds for the
 // element to appear, and afterwards for a navigation the action started
-// to load. It returns the JavaScript dialogs that boxd dismissed for it
-// (at most 20): those that opened meanwhile, or stood open when it began,
-// in the tab or in a page that shares its renderer (see begin).
+// to load (the page a script of it redirects to included). It returns the
+// JavaScript dialogs that boxd dismissed for it (at most 20): those that
+// opened meanwhile, or stood open when it began, in the tab or in a page
+// that shares its renderer (see begin).
 func (c *Controller) Perform(ctx context.Context, id string, a Action) ([]Dialog, error) {
 	if err := CheckAction(a); err != nil {
 		return nil, err
@@ -250,56 +253,36 @@ func (t *tab) perform(ctx context.Context, a Action) error {
 		}
 		return err
 	}
-	t.settle(ctx, lifecycle)
+	t.settle(lifecycle, stop)
 	return nil
 }
 
-// settle waits briefly for a navigation that an action may have started,
-// and if one starts, for its load event (at most 15 seconds).
-func (t *tab) settle(ctx context.Context, lifecycle iter.Seq2[page.EventLifecycleEvent, error]) {
-	started := time.NewTimer(300 * time.Millisecond)
-	defer started.Stop()
-	loaded := time.NewTimer(15 * time.Second)
-	defer loaded.Stop()
-	events := make(chan page.EventLifecycleEvent, 16)
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		defer close(events)
-		for ev, err := range lifecycle {
-			if err != nil {
-				return
-			}
-			select {
-			case events <- ev:
-			case <-sctx.Done():
-				return
-			}
+// settle waits briefly (300 ms) for a navigation of the tab's page that an
+// action may have started, and if one starts, for the load of the
+// document it leads to, at most 15 seconds. stop ends lifecycle, the
+// page's lifecycle events since before the action.
+func (t *tab) settle(lifecycle iter.Seq2[page.EventLifecycleEvent, error], stop context.CancelFunc) {
+	frame := cdp.FrameID(t.id) // a page's main frame has its target's id
+	var started atomic.Bool
+	quiet := time.AfterFunc(300*time.Millisecond, func() {
+		if !started.Load() {
+			stop()
 		}
-	}()
-	var loader string
-	for {
-		select {
-		case ev, ok := <-events:
-			if !ok {
+	})
+	defer quiet.Stop()
+	limit := time.AfterFunc(15*time.Second, stop)
+	defer limit.Stop()
+	noted := func(yield func(page.EventLifecycleEvent, error) bool) {
+		for ev, err := range lifecycle {
+			if err == nil && ev.FrameID == frame && ev.Name == "init" {
+				started.Store(true)
+			}
+			if !yield(ev, err) {
 				return
 			}
-			switch {
-			case loader == "" && ev.Name == "init":
-				loader = string(ev.LoaderID)
-			case loader != "" && string(ev.LoaderID) == loader && ev.Name == "load":
-				return
-			}
-		case <-started.C:
-			if loader == "" {
-				return
-			}
-		case <-loaded.C:
-			return
-		case <-ctx.Done():
-			return
 		}
 	}
+	_ = reached(noted, frame, "", "load") // ends with the page, or with stop
 }
 
 // keyOf maps a key name (as Playwright and DOM spell them) or a single

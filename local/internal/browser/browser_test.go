@@ -116,6 +116,23 @@ func site(t *testing.T) string {
 	mux.HandleFunc("/opener", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `<!doctype html><title>Opener</title><button id="open" onclick="window.open('/alert-on-load')">Open</button>`)
 	})
+	mux.HandleFunc("/link-to-redirect", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `<!doctype html><title>Link</title><a id="go" href="/replace-to-end">Go</a>`)
+	})
+	mux.HandleFunc("/replace-to-end", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `<!doctype html><title>Going</title><script>location.replace('/end')</script>`)
+	})
+	mux.HandleFunc("/end", func(w http.ResponseWriter, r *http.Request) {
+		// The image holds the load event back, so that an action that
+		// returned before the load would see the title unchanged.
+		io.WriteString(w, `<!doctype html><title>End</title><img src="/slow.gif">
+<script>addEventListener('load', () => { document.title = 'End loaded' })</script>`)
+	})
+	mux.HandleFunc("/slow.gif", func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(500 * time.Millisecond)
+		w.Header().Set("Content-Type", "image/gif")
+		w.Write([]byte("GIF89a\x01\x00\x01\x00\x00\x00\x00;"))
+	})
 	mux.HandleFunc("/dialogs", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `<!doctype html><title>Dialogs</title>
 <button id="alert" onclick="alert('hello ' + 1)">Alert</button>
@@ -438,6 +455,36 @@ func waitTab(t *testing.T, c *Controller, ok func(Tab) bool) Tab {
 	}
 	t.Fatal("the tab did not appear within 10s")
 	return Tab{}
+}
+
+// TestActFollowsRedirect clicks a link to a page that sends the browser on
+// with location.replace: the action waits for the page it leads to, to
+// its load event, and no longer.
+func TestActFollowsRedirect(t *testing.T) {
+	c := startChromium(t)
+	base := site(t)
+	ctx := t.Context()
+	tab, err := c.NewTab(ctx, base+"/link-to-redirect", WaitLoad, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := c.Perform(ctx, tab.ID, Action{Selector: "#go"}); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	got, err := c.Content(ctx, tab.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The title changes on /end's load event: the action returned after it.
+	if got.URL != base+"/end" || got.Title != "End loaded" {
+		t.Errorf("after the click the tab shows %s %q, want /end once loaded", got.URL, got.Title)
+	}
+	// Waiting for the first page's load, which never comes, took 15 s.
+	if took > 5*time.Second {
+		t.Errorf("the click took %v", took)
+	}
 }
 
 // TestForgetLeavesTab forgets a tab boxd is attached to, as CloseTab does

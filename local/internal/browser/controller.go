@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 	"sync"
@@ -499,25 +500,36 @@ func (t *tab) navigate(ctx context.Context, url, waitUntil string, timeout time.
 	if res.LoaderID == "" {
 		return nil // within the document (a fragment)
 	}
-	// A script may send the page on before it loads (location.replace,
-	// a redirect on DOMContentLoaded): the first document never loads,
-	// and the navigation ends when the document that replaced it does.
-	loader := res.LoaderID
+	if err := reached(events, res.FrameID, res.LoaderID, want); err != nil {
+		return t.timeoutErr(ctx, octx, err, url, waitUntil, timeout)
+	}
+	return nil
+}
+
+// reached follows the lifecycle events of a frame until the document of a
+// navigation reaches the event want (Chromium's name, such as "load").
+// loader is the navigation's document, or "" for the next document the
+// frame starts. A script may send the page on before the event (with
+// location.replace, or a redirect on DOMContentLoaded): that document
+// never reaches it, and the navigation ends when the document that
+// replaced it does. It returns the error of events, which end with their
+// context.
+func reached(events iter.Seq2[page.EventLifecycleEvent, error], frame cdp.FrameID, loader cdp.LoaderID, want string) error {
 	for ev, err := range events {
 		if err != nil {
-			return t.timeoutErr(ctx, octx, err, url, waitUntil, timeout)
+			return err
 		}
-		if ev.FrameID != res.FrameID {
+		if ev.FrameID != frame {
 			continue
 		}
 		switch {
 		case ev.Name == "init" && ev.LoaderID != loader:
 			loader = ev.LoaderID
-		case ev.LoaderID == loader && ev.Name == want:
+		case loader != "" && ev.LoaderID == loader && ev.Name == want:
 			return nil
 		}
 	}
-	return ctx.Err()
+	return context.Canceled
 }
 
 func (t *tab) timeoutErr(ctx, octx context.Context, err error, url, wait string, timeout time.Duration) error {
