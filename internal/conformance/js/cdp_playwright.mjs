@@ -1,6 +1,6 @@
 // Playwright (playwright-core, from npm, unchanged) driving a box's browser
-// over its CDP URL, as users do, while boxd records: a JavaScript redirect
-// and a dialog through boxd's REST API, then foreground changes made only
+// over its CDP URL, as users do, while boxd records: JavaScript redirects
+// and dialogs through boxd's REST API, then foreground changes made only
 // over CDP (bringToFront, closing the foreground tab), which the recording
 // must follow.
 //
@@ -11,11 +11,14 @@ import assert from "node:assert/strict";
 const base = process.env.BOX_BASE_URL;
 const key = process.env.BOX_API_KEY;
 
-async function api(method, path, body) {
+// api calls boxd; within is how long the call may take, in ms, for the
+// calls that would otherwise hang until boxd's own deadline.
+async function api(method, path, body, within) {
   const res = await fetch(base + path, {
     method,
     headers: { "X-Box-Api-Key": key, "Content-Type": "application/json" },
     body: body === undefined ? undefined : JSON.stringify(body),
+    signal: within === undefined ? undefined : AbortSignal.timeout(within),
   });
   const text = await res.text();
   if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`);
@@ -31,6 +34,10 @@ try {
   // The box serves its own pages on 127.0.0.1:8000.
   const pages = {
     "jsredirect.html": `<script>location.replace('/second.html')</script>`,
+    "dclredirect.html": `<script>addEventListener('DOMContentLoaded', () => location.replace('/second.html'))</script>`,
+    "link.html": `<title>Link</title><a id="go" href="/jsredirect.html">go</a>`,
+    "alertload.html": `<title>Alerting on load</title><script>alert('loading')</script><p>after the alert</p>`,
+    "opener.html": `<title>Opener</title><button id="open" onclick="window.open('/alertload.html')">open</button>`,
     "second.html": `<title>Second</title><p>the second page</p>`,
     "a.html": `<title>Page A</title><button onclick="document.title = 'A clicked'">A</button>`,
     "b.html": `<title>Page B</title><p>b</p>`,
@@ -52,15 +59,61 @@ try {
   assert.equal(tab.url, `${site}/second.html`, `tab after a JS redirect: ${JSON.stringify(tab)}`);
   const went = await api("POST", `/v2/box/${id}/browser/goto`, { tab: tab.id, url: `${site}/jsredirect.html` });
   assert.equal(went.url, `${site}/second.html`);
+  // A redirect on DOMContentLoaded: the load that is waited for is the
+  // second page's.
+  const dcl = await api("POST", `/v2/box/${id}/browser/tabs`, { url: `${site}/dclredirect.html`, timeout: 10000 });
+  assert.equal(dcl.url, `${site}/second.html`, `tab after a redirect on DOMContentLoaded: ${JSON.stringify(dcl)}`);
+  const dclWent = await api("POST", `/v2/box/${id}/browser/goto`, { tab: dcl.id, url: `${site}/dclredirect.html` });
+  assert.equal(dclWent.url, `${site}/second.html`);
+  await api("DELETE", `/v2/box/${id}/browser/tabs/${dcl.id}`);
+  // A click on a link to a page that redirects from script waits for the
+  // page it leads to, not for the first page's load, which never comes.
+  const lt = await api("POST", `/v2/box/${id}/browser/tabs`, { url: `${site}/link.html` });
+  const clickedAt = Date.now();
+  const clicked = await api("POST", `/v2/box/${id}/browser/act`, { tab: lt.id, action: { selector: "#go", description: "go" } });
+  const clickTook = Date.now() - clickedAt;
+  assert.equal(clicked.success, true, JSON.stringify(clicked));
+  assert.ok(clickTook < 5000, `the click on a link to a JS redirect took ${clickTook} ms`);
+  const landed = await api("GET", `/v2/box/${id}/browser/content?tab=${lt.id}`);
+  assert.equal(landed.url, `${site}/second.html`);
+  await api("DELETE", `/v2/box/${id}/browser/tabs/${lt.id}`);
+
+  // alert() while the page loads: the tab opens, and its content reads.
+  const al = await api("POST", `/v2/box/${id}/browser/tabs`, { url: `${site}/alertload.html`, timeout: 10000 }, 15000);
+  assert.equal(al.title, "Alerting on load", JSON.stringify(al));
+  const alc = await api("GET", `/v2/box/${id}/browser/content?tab=${al.id}`, undefined, 10000);
+  assert.match(alc.text, /after the alert/);
+  await api("DELETE", `/v2/box/${id}/browser/tabs/${al.id}`);
 
   // A dialog during act is dismissed and reported; the tab goes on.
   const at = await api("POST", `/v2/box/${id}/browser/tabs`, { url: `${site}/alert.html` });
   const act = await api("POST", `/v2/box/${id}/browser/act`, { tab: at.id, action: { selector: "#x", description: "x" } });
   assert.equal(act.success, true, JSON.stringify(act));
   assert.deepEqual(act.dialogs, [{ type: "alert", message: "hi there" }]);
-  const content = await api("GET", `/v2/box/${id}/browser/content?tab=${at.id}`);
+  const content = await api("GET", `/v2/box/${id}/browser/content?tab=${at.id}`, undefined, 10000);
   assert.equal(content.title, "Alerting");
+  const shot = await api("GET", `/v2/box/${id}/browser/screenshot?tab=${at.id}&encoding=base64`, undefined, 10000);
+  assert.ok(Buffer.from(shot.data, "base64").subarray(1, 4).toString() === "PNG", "a screenshot after the dialog is a PNG");
   await api("DELETE", `/v2/box/${id}/browser/tabs/${at.id}`);
+
+  // A popup that alerts while it loads, which boxd had not attached to:
+  // its dialog blocks it and its opener, and boxd's calls dismiss it.
+  const op = await api("POST", `/v2/box/${id}/browser/tabs`, { url: `${site}/opener.html` });
+  const opened = await api("POST", `/v2/box/${id}/browser/act`, { tab: op.id, action: { selector: "#open", description: "open" } });
+  assert.equal(opened.success, true, JSON.stringify(opened));
+  let popup;
+  for (let i = 0; i < 100 && !popup; i++) {
+    const { tabs } = await api("GET", `/v2/box/${id}/browser/tabs`);
+    popup = tabs.find((t) => t.url === `${site}/alertload.html`);
+    if (!popup) await sleep(100);
+  }
+  assert.ok(popup, "the popup did not open");
+  const opc = await api("GET", `/v2/box/${id}/browser/content?tab=${op.id}`, undefined, 10000);
+  assert.equal(opc.title, "Opener");
+  const popc = await api("GET", `/v2/box/${id}/browser/content?tab=${popup.id}`, undefined, 10000);
+  assert.match(popc.text, /after the alert/);
+  await api("DELETE", `/v2/box/${id}/browser/tabs/${popup.id}`);
+  await api("DELETE", `/v2/box/${id}/browser/tabs/${op.id}`);
   await api("DELETE", `/v2/box/${id}/browser/tabs/${tab.id}`);
 
   // Playwright over the CDP URL.
