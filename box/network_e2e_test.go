@@ -650,15 +650,21 @@ func TestEgressLooksUpOnlyAllowedNames(t *testing.T) {
 	}
 }
 
+// TestEgressCustomPolicy: allowed_domains decide which names a box may
+// reach, allowed_cidrs which addresses, and denied_cidrs win over both.
+// The test servers are on the host's loopback, which a name reaches only
+// where allowed_cidrs cover its address (TestEgressNamesDoNotLeadToTheHost):
+// the listed names and denied.test resolve to the same allowed address,
+// so the name alone decides between them.
 func TestEgressCustomPolicy(t *testing.T) {
 	t.Parallel()
 	a := newCountingServer(t, "127.0.0.1", nil)
 	byCIDR := newCountingServer(t, "127.0.0.2", nil)
 	denied := newCountingServer(t, "127.0.0.3", nil)
 	ns := newNetServer(t, netOptions{names: map[string]string{
-		"allowed.test":  "127.0.0.1",
-		"denied.test":   "127.0.0.1",
-		"a.wild.test":   "127.0.0.1",
+		"allowed.test":  "127.0.0.2",
+		"denied.test":   "127.0.0.2",
+		"a.wild.test":   "127.0.0.2",
 		"bad.wild.test": "127.0.0.3",
 	}})
 	b := ns.create(t, &box.CreateParams{NetworkPolicy: &box.NetworkPolicy{
@@ -671,11 +677,11 @@ func TestEgressCustomPolicy(t *testing.T) {
 		url  string
 		want bool
 	}{
-		{"http://allowed.test:" + a.port + "/", true},        // exact domain
-		{"http://a.wild.test:" + a.port + "/", true},         // wildcard domain
+		{"http://allowed.test:" + byCIDR.port + "/", true},   // exact domain
+		{"http://a.wild.test:" + byCIDR.port + "/", true},    // wildcard domain
 		{"http://127.0.0.2:" + byCIDR.port + "/", true},      // allowed CIDR
-		{"http://denied.test:" + a.port + "/", false},        // not listed, address not allowed
-		{"http://host.boxd.internal:" + a.port + "/", false}, // ditto
+		{"http://denied.test:" + byCIDR.port + "/", false},   // not listed, at the same address
+		{"http://host.boxd.internal:" + a.port + "/", false}, // not listed, address not allowed
 		{"--noproxy '' http://127.0.0.1:" + a.port + "/", false},
 		{"http://bad.wild.test:" + denied.port + "/", false}, // listed domain, denied address
 		{"http://127.0.0.3:" + denied.port + "/", false},
@@ -691,11 +697,56 @@ func TestEgressCustomPolicy(t *testing.T) {
 		}
 	}
 	// HTTPS goes through CONNECT and is decided the same way.
-	if code, out := curl(t, b, "https://denied.test:"+a.port+"/"); code == 0 || !strings.Contains(out, "403") {
+	if code, out := curl(t, b, "https://denied.test:"+byCIDR.port+"/"); code == 0 || !strings.Contains(out, "403") {
 		t.Errorf("CONNECT to a refused host: exit %d %q", code, out)
 	}
 	if n := denied.hits.Load(); n != 0 {
 		t.Errorf("the server on a denied address saw %d requests", n)
+	}
+}
+
+// TestEgressNamesDoNotLeadToTheHost is DNS rebinding, on a boxd that lets
+// boxes reach the host's loopback: a box allowed *.example.com asks for
+// names of that domain that resolve to the host (as whoever answers for
+// the domain may make them). A name in allowed_domains opens the
+// network, not the host; the host is reached by its alias, by
+// allowed_cidrs that cover its address, or under allow-all.
+func TestEgressNamesDoNotLeadToTheHost(t *testing.T) {
+	t.Parallel()
+	srv := newCountingServer(t, "127.0.0.1", nil)
+	ns := newNetServer(t, netOptions{names: map[string]string{
+		"evil.example.com":   "127.0.0.1",
+		"zero.example.com":   "0.0.0.0",
+		"mapped.example.com": "::ffff:127.0.0.1",
+		"meta.example.com":   "169.254.169.254",
+	}})
+	ctx := t.Context()
+	b := ns.create(t, &box.CreateParams{NetworkPolicy: &box.NetworkPolicy{Mode: box.NetworkCustom, AllowedDomains: []string{"*.example.com"}}})
+	for _, name := range []string{"evil", "zero", "mapped", "meta"} {
+		for _, scheme := range []string{"http", "https"} {
+			u := scheme + "://" + name + ".example.com:" + srv.port + "/"
+			if code, out := curl(t, b, u); code == 0 || !strings.Contains(out, "403") {
+				t.Errorf("%s, allowed by name and resolving to the host: exit %d %q, want a 403", u, code, out)
+			}
+		}
+	}
+	if n := srv.hits.Load(); n != 0 {
+		t.Fatalf("the host's server got %d requests through names that resolve to it", n)
+	}
+	for _, tc := range []struct {
+		policy box.NetworkPolicy
+		url    string
+	}{
+		{box.NetworkPolicy{Mode: box.NetworkCustom, AllowedDomains: []string{"*.boxd.internal"}}, "http://host.boxd.internal:" + srv.port + "/"},
+		{box.NetworkPolicy{Mode: box.NetworkCustom, AllowedDomains: []string{"*.example.com"}, AllowedCIDRs: []string{"127.0.0.1/32"}}, "http://evil.example.com:" + srv.port + "/"},
+		{box.NetworkPolicy{Mode: box.NetworkAllowAll}, "http://evil.example.com:" + srv.port + "/"},
+	} {
+		if err := b.UpdateNetworkPolicy(ctx, tc.policy); err != nil {
+			t.Fatal(err)
+		}
+		if code, out := curl(t, b, tc.url); code != 0 || !strings.HasPrefix(out, "reached ") {
+			t.Errorf("%s under %+v: exit %d %q, want it reached", tc.url, tc.policy, code, out)
+		}
 	}
 }
 

@@ -86,11 +86,13 @@ type Config struct {
 	EgressRootCAs *x509.CertPool
 	// AllowHostLoopback lets boxes reach services on this machine's
 	// loopback (127.0.0.1, ::1, also as host.boxd.internal) and link-local
-	// addresses, where their network policy allows. Off (the default of
-	// cmd/boxd), no box reaches them under any policy: allow-all means the
-	// network, not the machine boxd runs on. boxtest and the embedded
-	// backend turn it on, for tests whose servers listen on 127.0.0.1.
-	// boxd's own API is never reachable from a box either way.
+	// addresses, where their network policy allows the address; a name in
+	// allowed_domains leads there only as host.boxd.internal, or where
+	// allowed_cidrs cover the address too. Off (the default of cmd/boxd),
+	// no box reaches them under any policy: allow-all means the network,
+	// not the machine boxd runs on. boxtest and the embedded backend turn
+	// it on, for tests whose servers listen on 127.0.0.1. boxd's own API
+	// is never reachable from a box either way.
 	AllowHostLoopback bool
 	// EgressResolver resolves the host names boxes connect to, before
 	// their network policy is applied; nil uses the system resolver. The

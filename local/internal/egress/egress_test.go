@@ -70,6 +70,10 @@ func TestPermits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hostByCIDR, err := Compile("custom", []string{"*.svc.test", HostAlias}, []string{"127.0.0.0/8"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		p    *Policy
 		host string
@@ -91,6 +95,18 @@ func TestPermits(t *testing.T) {
 		{custom, "api.example.com", ip("203.0.113.66"), false},         // denied wins over a domain
 		{custom, "api.example.com", ip("10.0.0.1"), false},
 		{custom, "other.test", ip("198.51.100.1"), false},
+		// A name leads to the host only through allowed_cidrs, or as
+		// the host's alias.
+		{custom, "a.svc.test", ip("127.0.0.1"), false},
+		{custom, "a.svc.test", ip("0.0.0.0"), false},
+		{custom, "a.svc.test", ip("::ffff:127.0.0.1"), false},
+		{custom, "a.svc.test", ip("169.254.169.254"), false},
+		{custom, "a.svc.test", ip("fe80::1"), false},
+		{hostByCIDR, "a.svc.test", ip("127.0.0.1"), true},
+		{hostByCIDR, "a.svc.test", ip("::1"), false},
+		{hostByCIDR, HostAlias, ip("::1"), true},
+		{hostByCIDR, "HOST.boxd.internal.", ip("127.0.0.1"), true},
+		{onlyDenied, "anything", ip("127.0.0.1"), true}, // everything outside denied_cidrs
 		{onlyDenied, "anything", ip("198.51.100.1"), true},
 		{onlyDenied, "anything", ip("10.9.9.9"), false},
 	} {
@@ -306,13 +322,22 @@ func TestProxyPolicy(t *testing.T) {
 	check("allowed.test", false)
 	check("127.0.0.1", false)
 
-	custom, _ := Compile("custom", []string{"allowed.test"}, nil, nil)
+	// The test servers are on the host's loopback, which a listed name
+	// reaches only when allowed_cidrs cover its address too (see
+	// TestProxyNamesDoNotLeadToTheHost): the name still decides, as
+	// denied.test, at the same address, is refused.
+	custom, _ := Compile("custom", []string{"allowed.test"}, []string{"127.0.0.1/32"}, nil)
 	r.set(custom, nil)
 	check("allowed.test", true)
 	check("denied.test", false)
+	// The host's alias is a name like any other, which means the host.
+	byAlias, _ := Compile("custom", []string{"*.boxd.internal"}, nil, nil)
+	r.set(byAlias, nil)
+	check(HostAlias, true)
+	check("denied.test", false)
 	check("127.0.0.1", false)
 
-	byCIDR, _ := Compile("custom", nil, []string{"127.0.0.0/8"}, []string{"127.0.0.1/32"})
+	byCIDR, _ := Compile("custom", []string{"allowed.test"}, []string{"127.0.0.0/8"}, []string{"127.0.0.1/32"})
 	r.set(byCIDR, nil)
 	check("allowed.test", false) // resolves into the denied /32
 
@@ -719,6 +744,89 @@ func TestProxyResolvesOnlyAllowedNames(t *testing.T) {
 		r.mu.Unlock()
 		if tc.lookup != (n > 0) {
 			t.Errorf("%s policy, %s: %d lookups, want lookup %v", tc.pol.Mode(), tc.host, n, tc.lookup)
+		}
+	}
+}
+
+// TestProxyNamesDoNotLeadToTheHost is DNS rebinding: with the host's
+// loopback open to boxes, a box whose policy allows *.example.com points
+// a name of that domain at the host (127.0.0.1, 0.0.0.0, a mapped form,
+// link-local) and asks for it, by HTTP and CONNECT. A name in
+// allowed_domains opens the network, not the host: only allowed_cidrs
+// that cover the address do, or the host's own alias, which means the
+// host by design.
+func TestProxyNamesDoNotLeadToTheHost(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer up.Close()
+	_, port, _ := net.SplitHostPort(up.Listener.Addr().String())
+	r := newRigWith(t, Config{HostLoopback: true})
+	for name, addr := range map[string]string{
+		"a.example.com":   "127.0.0.1",
+		"b.example.com":   "127.9.9.9",
+		"c.example.com":   "0.0.0.0",
+		"d.example.com":   "::",
+		"e.example.com":   "::1",
+		"f.example.com":   "::ffff:127.0.0.1",
+		"g.example.com":   "169.254.169.254",
+		"h.example.com":   "fe80::1",
+		"api.example.com": "127.0.0.1",
+	} {
+		r.names[name] = addr
+	}
+	wild, _ := Compile("custom", []string{"*.example.com"}, nil, nil)
+	exact, _ := Compile("custom", []string{"api.example.com"}, []string{"203.0.113.0/24"}, nil)
+	for _, tc := range []struct {
+		pol   *Policy
+		names []string
+	}{
+		{wild, []string{"a", "b", "c", "d", "e", "f", "g", "h"}},
+		{exact, []string{"api"}},
+	} {
+		r.set(tc.pol, nil)
+		for _, n := range tc.names {
+			target := n + ".example.com:" + port
+			for _, connect := range []bool{false, true} {
+				u := target
+				if !connect {
+					u = "http://" + target + "/"
+				}
+				if code, body := r.request(connect, u); code != 403 || !strings.Contains(body, "allowed_cidrs") {
+					t.Errorf("%s (CONNECT %v), resolving to %s, allowed by name only = %d %q, want 403 saying allowed_cidrs open it", target, connect, r.names[n+".example.com"], code, body)
+				}
+			}
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the host's server got %d requests from names that resolve to it", n)
+	}
+
+	// Where the operator's switch and the policy both allow the host, it
+	// is reached: by the host's alias, by an allowed_cidrs that covers
+	// the address, and under allow-all.
+	byAlias, _ := Compile("custom", []string{"*.boxd.internal"}, nil, nil)
+	byCIDR, _ := Compile("custom", []string{"*.example.com"}, []string{"127.0.0.1/32"}, nil)
+	for _, tc := range []struct {
+		pol  *Policy
+		host string
+	}{
+		{byAlias, HostAlias},
+		{byCIDR, "a.example.com"},
+		{AllowAll, "a.example.com"},
+	} {
+		r.set(tc.pol, nil)
+		for _, connect := range []bool{false, true} {
+			before := hits.Load()
+			target := tc.host + ":" + port
+			u := target
+			if !connect {
+				u = "http://" + target + "/"
+			}
+			code, body := r.request(connect, u)
+			if code != 200 || !connect && hits.Load() != before+1 {
+				t.Errorf("%s policy %v: %s (CONNECT %v) = %d %q, want it reached", tc.pol.Mode(), tc.pol.domains, target, connect, code, body)
+			}
 		}
 	}
 }

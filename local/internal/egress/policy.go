@@ -24,7 +24,10 @@ const (
 
 // HostAlias is a name the proxy resolves to the host's loopback address,
 // so that a box can reach a service listening on 127.0.0.1 of the machine
-// boxd runs on (a test server, say) when its policy allows it.
+// boxd runs on (a test server, say) when its policy allows it. It is the
+// one name that allowed_domains can open the host with: any other name
+// that resolves to a loopback or link-local address leads there only if
+// allowed_cidrs cover the address (see Policy.Permits).
 const HostAlias = "host.boxd.internal"
 
 // Policy is a compiled network policy.
@@ -194,32 +197,46 @@ func hostOnly(ip netip.Addr) bool {
 // under the name host (which may be the address itself). It decides by
 // the box's policy alone; the proxy also keeps boxes off the host (see
 // Config.HostLoopback) and off boxd itself.
-func (p *Policy) Permits(host string, ip netip.Addr) bool {
+func (p *Policy) Permits(host string, ip netip.Addr) bool { return p.refusal(host, ip) == "" }
+
+// refusal says why the policy refuses ip under the name host: "" when it
+// allows it, reasonNameToHost when only the address keeps an allowed name
+// from it, and otherwise the policy's mode.
+//
+// A name in allowed_domains opens the network, not the machine boxd runs
+// on: whoever answers for the name's domain picks its addresses, and may
+// point it at the host's loopback (DNS rebinding). Such an address is
+// allowed only by allowed_cidrs that cover it, or under HostAlias, which
+// boxd resolves itself and which means the host by design.
+func (p *Policy) refusal(host string, ip netip.Addr) string {
 	switch p.mode {
 	case ModeAllowAll:
-		return true
+		return ""
 	case ModeCustom:
 	default:
-		return false
+		return p.mode
 	}
 	ip = Canonical(ip)
 	for _, d := range p.denied {
 		if d.Contains(ip) {
-			return false
+			return p.mode
 		}
 	}
 	if len(p.domains) == 0 && len(p.allowed) == 0 {
-		return true
-	}
-	if p.allowsName(host) {
-		return true
+		return ""
 	}
 	for _, a := range p.allowed {
 		if a.Contains(ip) {
-			return true
+			return ""
 		}
 	}
-	return false
+	if p.allowsName(host) {
+		if hostOnly(ip) && normalizeHost(host) != HostAlias {
+			return reasonNameToHost
+		}
+		return ""
+	}
+	return p.mode
 }
 
 // mayResolve reports whether the policy lets the box have host looked
@@ -256,8 +273,12 @@ func (e *DeniedError) Error() string {
 	return fmt.Sprintf("boxd egress: %s is not allowed by the box's network policy (%s)", e.Host, e.Mode)
 }
 
-// Reasons a destination is refused whatever the policy says.
+// Reasons a destination is refused that the policy's mode alone does not
+// explain.
 const (
 	reasonSelf = "it is boxd itself"
 	reasonHost = "it is this machine's own (loopback or link-local), which boxd's operator does not let boxes reach"
+	// reasonNameToHost is the policy's own refusal of a name it allows
+	// that resolves to the host.
+	reasonNameToHost = "it resolves to this machine's own address (loopback or link-local), which a name in allowed_domains does not open; only allowed_cidrs that cover the address do"
 )

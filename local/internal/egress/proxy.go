@@ -115,9 +115,11 @@ type Config struct {
 	Denied func(boxID string, err *DeniedError)
 	// HostLoopback lets boxes reach this machine's loopback (and
 	// link-local) addresses, where their policy allows: services a test
-	// runs on 127.0.0.1, say. Without it no box ever reaches them, under
-	// any policy: allow-all means the network, not the machine boxd runs
-	// on.
+	// runs on 127.0.0.1, say, under allow-all, as HostAlias, or by
+	// allowed_cidrs that cover them (a name in allowed_domains alone does
+	// not lead there; see Policy.Permits). Without it no box ever reaches
+	// them, under any policy: allow-all means the network, not the
+	// machine boxd runs on.
 	HostLoopback bool
 	// SelfPort reports whether port is one that boxd itself listens on
 	// (its API). Boxes never reach such a port on this machine, whatever
@@ -303,17 +305,29 @@ func (p *Proxy) resolve(ctx context.Context, host string) ([]netip.Addr, error) 
 // refuses says why a box with policy pol may not connect to the
 // canonical address ip at port under the name host: "" when it may, a
 // reason for a destination refused whatever the policy, or the policy's
-// mode.
+// own refusal (see Policy.refusal).
 func (p *Proxy) refuses(pol *Policy, host string, ip netip.Addr, port uint16) string {
 	switch {
 	case p.isSelf(ip, port):
 		return reasonSelf
 	case hostOnly(ip) && !p.cfg.HostLoopback:
 		return reasonHost
-	case !pol.Permits(host, ip):
-		return pol.Mode()
 	}
-	return ""
+	return pol.refusal(host, ip)
+}
+
+// reasonRank orders the reasons a destination is refused by how much
+// they tell the box.
+func reasonRank(why string) int {
+	switch why {
+	case reasonSelf:
+		return 3
+	case reasonHost:
+		return 2
+	case reasonNameToHost:
+		return 1
+	}
+	return 0
 }
 
 // isSelf reports whether ip:port is boxd's own listener: one of its ports
@@ -351,8 +365,10 @@ func (p *Proxy) permitted(ctx context.Context, pol *Policy, host, port string) (
 			if !slices.Contains(ok, a) {
 				ok = append(ok, a)
 			}
-		case reasonSelf, reasonHost:
-			if denied.Reason != reasonSelf {
+		case reasonSelf, reasonHost, reasonNameToHost:
+			// The most telling reason wins: boxd itself, then the
+			// operator's switch, then the policy's own.
+			if reasonRank(why) > reasonRank(denied.Reason) {
 				denied.Reason = why
 			}
 		}
