@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -828,5 +829,179 @@ func TestProxyNamesDoNotLeadToTheHost(t *testing.T) {
 				t.Errorf("%s policy %v: %s (CONNECT %v) = %d %q, want it reached", tc.pol.Mode(), tc.pol.domains, target, connect, code, body)
 			}
 		}
+	}
+}
+
+// connCounter counts a test server's open connections, and the most it
+// had open at once.
+type connCounter struct {
+	mu         sync.Mutex
+	open, peak int
+}
+
+func (c *connCounter) state(_ net.Conn, s http.ConnState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch s {
+	case http.StateNew:
+		c.open++
+		c.peak = max(c.peak, c.open)
+	case http.StateClosed, http.StateHijacked:
+		c.open--
+	}
+}
+
+func (c *connCounter) counts() (open, peak int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.open, c.peak
+}
+
+// TestProxyBoundsIdleUpstream: a box sends keep-alive requests on one
+// connection to ever new host names (a wildcard domain resolves them
+// all). The proxy keeps IdleUpstream of the upstream connections for
+// reuse, not one per host.
+func TestProxyBoundsIdleUpstream(t *testing.T) {
+	t.Parallel()
+	var cc connCounter
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }))
+	up.Config.ConnState = cc.state
+	up.Start()
+	defer up.Close()
+	_, port, _ := net.SplitHostPort(up.Listener.Addr().String())
+	r := newRig(t, nil)
+	const hosts = 300
+	for i := range hosts {
+		r.names[fmt.Sprintf("h%d.test", i)] = "127.0.0.1"
+	}
+	c, err := net.Dial("tcp", r.url.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for i := range hosts {
+		h := fmt.Sprintf("h%d.test:%s", i, port)
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(c, "GET http://%s/ HTTP/1.1\r\nHost: %s\r\n\r\n", h, h)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(b) != "ok" {
+			t.Fatalf("request %d: %d %q", i, resp.StatusCode, b)
+		}
+	}
+	// Closing is seen by the server a moment after the proxy closes.
+	var open, peak int
+	waitUntil(5*time.Second, func() bool { open, peak = cc.counts(); return open <= IdleUpstream+1 })
+	t.Logf("%d hosts: %d upstream connections open after, %d at most at once", hosts, open, peak)
+	if open > IdleUpstream+1 || peak > IdleUpstream+8 {
+		t.Errorf("after %d requests to as many hosts on one connection, the upstream has %d connections open (at most %d at once), want at most %d", hosts, open, peak, IdleUpstream+1)
+	}
+}
+
+// waitUntil polls cond for up to d.
+func waitUntil(d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+	}
+}
+
+// blackhole returns the port of a listener that never accepts and whose
+// queue is full: a connection to it hangs in SYN_SENT, as one to an
+// address that drops packets does.
+func blackhole(t *testing.T) int {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := sa.(*syscall.SockaddrInet4).Port
+	// A backlog of 0 holds one connection.
+	fill, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fill.Close() })
+	if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 300*time.Millisecond); err == nil {
+		c.Close()
+		t.Skip("this kernel accepts connections beyond a full listen queue")
+	}
+	return port
+}
+
+// synSent counts this machine's IPv4 connections to 127.0.0.1:port
+// that wait for the peer's answer (SYN_SENT).
+func synSent(t *testing.T, port int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Skipf("cannot read the connection table: %v", err)
+	}
+	want := fmt.Sprintf("0100007F:%04X", port)
+	n := 0
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 3 && f[2] == want && f[3] == "02" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestProxyBoundsAbandonedDials: a box asks for a host that never
+// answers and hangs up at once, again and again. Each request leaves a
+// dial behind in the proxy; they stay within the box's bound, and the
+// box's next request is still served.
+func TestProxyBoundsAbandonedDials(t *testing.T) {
+	t.Parallel()
+	hole := blackhole(t)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }))
+	defer up.Close()
+	const maxConns = 2
+	r := newRigWith(t, Config{HostLoopback: true, MaxConns: maxConns})
+	const tries = 80
+	peak := 0
+	for range tries {
+		c, err := net.Dial("tcp", r.url.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "GET http://127.0.0.1:%d/ HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", hole, hole)
+		time.Sleep(30 * time.Millisecond) // the proxy is dialling
+		c.Close()
+		peak = max(peak, synSent(t, hole))
+	}
+	t.Logf("%d abandoned requests: at most %d dials open at once", tries, peak)
+	if bound := maxConns + IdleUpstream; peak > bound {
+		t.Errorf("%d abandoned requests to a host that never answers left up to %d dials open, want at most %d", tries, peak, bound)
+	}
+	// Failed dials give their share back.
+	for range 2 * (maxConns + IdleUpstream) {
+		if code, _ := r.request(false, "http://127.0.0.1:1/"); code != 502 {
+			t.Fatalf("request to a closed port = %d, want 502", code)
+		}
+	}
+	if code, body := r.request(false, up.URL+"/"); code != 200 || body != "ok" {
+		t.Errorf("the box's request after the abandoned ones = %d %q, want 200", code, body)
 	}
 }

@@ -127,11 +127,22 @@ type Config struct {
 	SelfPort func(port uint16) bool
 	// MaxConns bounds the connections one box may have open to the
 	// proxy at once (default 256); past it the box's new connections
-	// wait, and other boxes are not affected.
+	// wait, and other boxes are not affected. It bounds the connections
+	// the proxy opens for the box too, tunnels included: at most
+	// MaxConns+IdleUpstream at once. A connection of the box carries one
+	// tunnel or one request at a time, and the proxy keeps up to
+	// IdleUpstream idle ones for reuse, over all hosts, and gives them up
+	// when the box needs more. A box thus holds at most
+	// 2×MaxConns+IdleUpstream of boxd's descriptors through its proxy,
+	// however many hosts it asks for.
 	MaxConns int
 	// Log receives the proxy's own problems (never headers).
 	Log *slog.Logger
 }
+
+// IdleUpstream is how many idle connections to upstream hosts the proxy
+// keeps open for one box's reuse, over all hosts.
+const IdleUpstream = 32
 
 // Proxy is boxd's egress proxy. It serves each box on a listener of its
 // own (Serve), so it always knows whose traffic it is carrying.
@@ -424,6 +435,10 @@ type boxProxy struct {
 	// intercepted TLS connections; its connections are the box's own, so
 	// no other box ever reuses one.
 	transport *http.Transport
+	// upstream holds a token for each connection open to an upstream
+	// host (dial), idle ones included: MaxConns+IdleUpstream at most.
+	upstream chan struct{}
+	done     chan struct{} // closed by stop
 
 	mu      sync.Mutex
 	hs      *http.Server
@@ -432,7 +447,8 @@ type boxProxy struct {
 }
 
 func (p *Proxy) newBox(id string) *boxProxy {
-	b := &boxProxy{p: p, id: id, conns: map[*conn]struct{}{}}
+	b := &boxProxy{p: p, id: id, conns: map[*conn]struct{}{},
+		upstream: make(chan struct{}, p.cfg.MaxConns+IdleUpstream), done: make(chan struct{})}
 	b.transport = &http.Transport{
 		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
 			host, port, err := net.SplitHostPort(addr)
@@ -444,7 +460,8 @@ func (p *Proxy) newBox(id string) *boxProxy {
 		// HTTP/1.1 only: the box speaks it to the proxy, and it keeps
 		// upgrades (WebSockets) working through an interception.
 		TLSClientConfig:       p.tlsUp.Clone(),
-		MaxIdleConnsPerHost:   16,
+		MaxIdleConns:          IdleUpstream,
+		MaxIdleConnsPerHost:   IdleUpstream / 2,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   15 * time.Second,
 		ExpectContinueTimeout: time.Second,
@@ -454,6 +471,9 @@ func (p *Proxy) newBox(id string) *boxProxy {
 
 func (b *boxProxy) stop() {
 	b.mu.Lock()
+	if !b.stopped {
+		close(b.done)
+	}
 	b.stopped = true
 	hs := b.hs
 	conns := make([]*conn, 0, len(b.conns))
@@ -496,6 +516,9 @@ func (b *boxProxy) dial(ctx context.Context, host, port string) (net.Conn, error
 		return nil, err
 	}
 	pn, _ := strconv.ParseUint(port, 10, 16)
+	if err := b.reserve(ctx); err != nil {
+		return nil, err
+	}
 	var lastErr error
 	for _, a := range addrs {
 		d := net.Dialer{Timeout: 10 * time.Second}
@@ -506,17 +529,44 @@ func (b *boxProxy) dial(ctx context.Context, host, port string) (net.Conn, error
 		}
 		lastErr = err
 	}
+	<-b.upstream
 	return nil, lastErr
 }
 
-// track registers c so that StopBox and Recheck can close it.
+// reserve takes a token for a new upstream connection, waiting while the
+// box has its most open. Idle connections hold tokens too, so it gives
+// them up first: a box that asks for ever more hosts keeps few of them.
+func (b *boxProxy) reserve(ctx context.Context) error {
+	select {
+	case b.upstream <- struct{}{}:
+		return nil
+	default:
+	}
+	b.transport.CloseIdleConnections()
+	select {
+	case b.upstream <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-b.done:
+		return errStopped
+	}
+}
+
+var errStopped = errors.New("the box's egress proxy is stopped")
+
+// track registers c so that StopBox and Recheck can close it. An
+// upstream connection brings its token (reserve), which Close returns.
 func (b *boxProxy) track(c net.Conn, host string, ip netip.Addr, port uint16, upstream bool) (*conn, error) {
 	tc := &conn{Conn: c, b: b, host: host, ip: ip, port: port, upstream: upstream}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.stopped {
 		c.Close()
-		return nil, errors.New("the box's egress proxy is stopped")
+		if upstream {
+			<-b.upstream
+		}
+		return nil, errStopped
 	}
 	b.conns[tc] = struct{}{}
 	return tc, nil
@@ -535,12 +585,16 @@ type conn struct {
 }
 
 func (c *conn) Close() error {
+	err := c.Conn.Close()
 	c.once.Do(func() {
 		c.b.mu.Lock()
 		delete(c.b.conns, c)
 		c.b.mu.Unlock()
+		if c.upstream {
+			<-c.b.upstream
+		}
 	})
-	return c.Conn.Close()
+	return err
 }
 
 func (c *conn) CloseWrite() error { return CloseWrite(c.Conn) }
