@@ -1,7 +1,8 @@
 package local_test
 
-// Attacks from a box on what boxd keeps for it behind its egress proxy:
-// upstream connections that pile up.
+// Attacks from a box on what boxd keeps for it and of itself behind its
+// egress proxy: upstream connections that pile up, and boxd's own
+// listeners besides its API.
 
 import (
 	"context"
@@ -131,5 +132,86 @@ func TestEgressIdleUpstreamStaysInItsBox(t *testing.T) {
 	}
 	if got := mustExec(t, other, curl); got != "ok" {
 		t.Errorf("the other box's egress after the probe = %q", got)
+	}
+}
+
+// TestEgressKeepsBoxesOffSSH: boxd's SSH server, like its API, is out of
+// every box's reach, even where boxes may reach the host's loopback and
+// their policy allows everything: by the host's alias, by loopback
+// addresses, by HTTP and by CONNECT.
+func TestEgressKeepsBoxesOffSSH(t *testing.T) {
+	t.Parallel()
+	requireRootSandbox(t) // the proxy relay listens in the box's own network namespace
+	// A boxd whose boxes may reach the host's loopback.
+	s := newBrowserServer(t, "", nil)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.srv.ServeSSH(ctx, l) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ServeSSH: %v", err)
+		}
+	})
+	_, sshPort, _ := net.SplitHostPort(l.Addr().String())
+	hostPort, hits := hostServer(t)
+	b, err := boxClient(t, s).Create(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Through the proxy relay, as any program of the box may: the status
+	// line of a CONNECT, and whether an SSH server spoke behind it.
+	const connect = `import socket, sys
+for target in sys.argv[1:]:
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+    s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target)).encode())
+    got = b""
+    try:
+        while b"\r\n\r\n" not in got or got.startswith(b"HTTP/1.1 200") and b"SSH-" not in got:
+            if b"\r\n\r\n" in got:
+                s.settimeout(2) # for the server behind the tunnel to speak
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+    except socket.timeout:
+        pass
+    s.close()
+    print(target, got.split(b"\r\n")[0].decode(), "ssh" if b"SSH-" in got else "-")
+`
+	if err := b.Files.WriteText(t.Context(), "/tmp/connect.py", connect); err != nil {
+		t.Fatal(err)
+	}
+	var targets []string
+	for _, h := range []string{"host.boxd.internal", "127.0.0.1", "0.0.0.0", "[::ffff:127.0.0.1]"} {
+		targets = append(targets, h+":"+sshPort)
+	}
+	out := mustExec(t, b, "python3 /tmp/connect.py "+strings.Join(targets, " ")+" host.boxd.internal:"+hostPort)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != len(targets)+1 {
+		t.Fatalf("CONNECT probe printed %q", out)
+	}
+	for i, target := range targets {
+		if want := target + " HTTP/1.1 403 Forbidden -"; lines[i] != want {
+			t.Errorf("CONNECT to boxd's SSH port from a box: %q, want %q", lines[i], want)
+		}
+	}
+	// The switch is on: the host's other services are reached.
+	if want := "host.boxd.internal:" + hostPort + " HTTP/1.1 200 Connection established -"; lines[len(targets)] != want {
+		t.Errorf("CONNECT to a host server from a box: %q, want %q", lines[len(targets)], want)
+	}
+	r, err := b.Exec.Command(t.Context(), "curl -sS --max-time 10 http://host.boxd.internal:"+sshPort+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(r.Stdout, "boxd itself") {
+		t.Errorf("HTTP to boxd's SSH port from a box: exit %d, %q %q; want a 403 saying it is boxd itself", r.ExitCode, r.Stdout, r.Stderr)
+	}
+	if got := mustExec(t, b, "curl -sS --max-time 10 http://host.boxd.internal:"+hostPort+"/"); got != "host server\n" || hits.Load() != 1 {
+		t.Errorf("HTTP to a host server from a box = %q (%d requests), want it reached", got, hits.Load())
 	}
 }

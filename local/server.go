@@ -92,7 +92,7 @@ type Config struct {
 	// no box reaches them under any policy: allow-all means the network,
 	// not the machine boxd runs on. boxtest and the embedded backend turn
 	// it on, for tests whose servers listen on 127.0.0.1. boxd's own API
-	// is never reachable from a box either way.
+	// and SSH server are never reachable from a box either way.
 	AllowHostLoopback bool
 	// EgressResolver resolves the host names boxes connect to, before
 	// their network policy is applied; nil uses the system resolver. The
@@ -353,10 +353,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.handler.ServeHTTP(w, r)
 }
 
-// ownPort notes a TCP address boxd's API is served on: no box may
-// connect to its port on this machine. boxd learns it from every request
-// (a box exists only once a request has created it), so it also knows the
-// listeners of programs that serve it with their own http.Server.
+// ownPort notes a TCP address boxd serves on (its API, its SSH server):
+// no box may connect to its port on this machine. Serve and ServeSSH note
+// their listeners before they accept, and every API request notes the
+// address it came in on (a box exists only once a request has created
+// it), so boxd also knows the listeners of programs that serve its API
+// with their own http.Server.
 func (s *Server) ownPort(a net.Addr) {
 	if ta, ok := a.(*net.TCPAddr); ok {
 		if _, seen := s.ports.Load(uint16(ta.Port)); !seen {

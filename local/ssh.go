@@ -41,8 +41,10 @@ const sshHostKeyName = "ssh_host_ed25519_key"
 type ctxBoxID struct{}
 
 // ServeSSH serves boxes over SSH on l until ctx ends or Close is called.
-// The host key is made on first use and kept in the data directory.
+// The host key is made on first use and kept in the data directory. Like
+// the API's, l's port is out of every box's reach.
 func (s *Server) ServeSSH(ctx context.Context, l net.Listener) error {
+	s.ownPort(l.Addr())
 	signer, err := s.sshHostKey()
 	if err != nil {
 		l.Close()

@@ -12,7 +12,9 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/upstash/box-go/internal/ocitest"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -949,5 +952,90 @@ func TestAPIKeyOutOfProcessList(t *testing.T) {
 	d = launch(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key-file", empty)
 	if st := d.waitExit(30 * time.Second); st.Success() || !strings.Contains(d.stderr.String(), "must hold the key") {
 		t.Errorf("an empty key file: %v, %s", st, d.stderr.String())
+	}
+}
+
+// TestHostLoopback runs boxd as a user does. By default a box reaches
+// nothing on the host's loopback, under allow-all: not a server there, by
+// the host's alias or by address, nor boxd's API. With
+// -allow-host-loopback the server is reached, and boxd's API and SSH
+// server still are not.
+func TestHostLoopback(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	var hits atomic.Int32
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		fmt.Fprint(w, "host server")
+	}))
+	t.Cleanup(hs.Close)
+	_, port, _ := net.SplitHostPort(hs.Listener.Addr().String())
+	// curl's output ends with the status of the answer to a request or a
+	// CONNECT.
+	curl := func(b *box.Box, args string) string {
+		t.Helper()
+		r, err := b.Exec.Command(t.Context(), "curl -sS -g --max-time 20 -w ' (status %{http_code} %{http_connect})' "+args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Stdout + r.Stderr
+	}
+	newBox := func(d *daemon, key string) *box.Box {
+		t.Helper()
+		b, err := d.client(t, key).Create(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+
+	key := newKey()
+	d := start(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", key)
+	boxdPort := d.url[strings.LastIndexByte(d.url, ':')+1:]
+	b := newBox(d, key)
+	for _, u := range []string{
+		"http://host.boxd.internal:" + port + "/",
+		"https://host.boxd.internal:" + port + "/",
+		"--noproxy '' http://127.0.0.1:" + port + "/",
+		"--noproxy '' http://[::ffff:127.0.0.1]:" + port + "/",
+		"--noproxy '' -H 'X-Box-Api-Key: " + key + "' http://127.0.0.1:" + boxdPort + "/v2/box",
+	} {
+		if out := curl(b, u); !strings.Contains(out, " 403") || strings.Contains(out, "host server") {
+			t.Errorf("curl %s from a box of boxd without -allow-host-loopback: %q, want a 403", u, out)
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the host's server got %d requests from a box of boxd without -allow-host-loopback", n)
+	}
+
+	key = newKey()
+	d = start(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", key, "-allow-host-loopback", "-ssh-addr", "127.0.0.1:0")
+	boxdPort = d.url[strings.LastIndexByte(d.url, ':')+1:]
+	sshRE := regexp.MustCompile(`^ssh on 127\.0\.0\.1 port ([0-9]+): `)
+	sshPort := ""
+	waitFor(10*time.Second, func() bool {
+		for _, line := range d.stdoutLines() {
+			if m := sshRE.FindStringSubmatch(line); m != nil {
+				sshPort = m[1]
+			}
+		}
+		return sshPort != ""
+	})
+	if sshPort == "" {
+		t.Fatalf("boxd -ssh-addr printed no SSH port: %q", d.stdoutLines())
+	}
+	b = newBox(d, key)
+	if out := curl(b, "http://host.boxd.internal:"+port+"/"); out != "host server (status 200 000)" || hits.Load() != 1 {
+		t.Errorf("curl to the host's server from a box of boxd -allow-host-loopback: %q (%d requests), want it reached", out, hits.Load())
+	}
+	for _, u := range []string{
+		"-H 'X-Box-Api-Key: " + key + "' http://host.boxd.internal:" + boxdPort + "/v2/box",
+		"http://host.boxd.internal:" + sshPort + "/",
+		"--noproxy '' http://127.0.0.1:" + sshPort + "/",
+		"--noproxy '' http://0.0.0.0:" + sshPort + "/",
+	} {
+		if out := curl(b, u); !strings.Contains(out, "boxd itself") || !strings.Contains(out, "status 403") {
+			t.Errorf("curl %s from a box of boxd -allow-host-loopback: %q, want a 403 saying it is boxd itself", u, out)
+		}
 	}
 }

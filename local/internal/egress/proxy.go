@@ -122,8 +122,8 @@ type Config struct {
 	// machine boxd runs on.
 	HostLoopback bool
 	// SelfPort reports whether port is one that boxd itself listens on
-	// (its API). Boxes never reach such a port on this machine, whatever
-	// else allows it.
+	// (its API, its SSH server). Boxes never reach such a port on this
+	// machine, whatever else allows it.
 	SelfPort func(port uint16) bool
 	// MaxConns bounds the connections one box may have open to the
 	// proxy at once (default 256); past it the box's new connections
