@@ -102,9 +102,10 @@ func (b *Box) Cwd() string { return b.wd.get() }
 // Cd changes the tracked working directory. A relative path is resolved
 // against the current one; the result is normalised. Cd checks that it is
 // a directory in the box, and leaves the working directory unchanged if
-// it is not, returning an *fs.PathError: it matches fs.ErrNotExist when
-// nothing is there, and its Err is syscall.ENOTDIR for something else
-// than a directory. Nothing changes inside the box.
+// it is not, returning an *fs.PathError: when nothing is there it
+// matches fs.ErrNotExist and its Err is the server's 404 *Error, and for
+// something else than a directory its Err is syscall.ENOTDIR. Nothing
+// changes inside the box.
 //
 // The working directory belongs to this handle, and every goroutine that
 // uses it sees the change: give a goroutine a handle of its own with At.
@@ -113,8 +114,9 @@ func (b *Box) Cd(ctx context.Context, path string, opts ...Option) error {
 	target := join(b.wd.get(), path)
 	fi, err := b.Files.Stat(ctx, target, &StatParams{Follow: true})
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return &fs.PathError{Op: "cd", Path: path, Err: fs.ErrNotExist}
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return &fs.PathError{Op: "cd", Path: path, Err: pe.Err}
 		}
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"strconv"
 	"strings"
@@ -38,6 +39,10 @@ func invalidf(format string, args ...any) error {
 //
 //	var apiErr *box.Error
 //	if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusConflict { ... }
+//
+// An *Error of a file call (an endpoint below /v2/box/{id}/files/) also
+// matches, with [errors.Is], the io/fs error its status means: 404
+// [fs.ErrNotExist], 409 [fs.ErrExist] and 403 [fs.ErrPermission].
 //
 // Errors raised before a response arrives (validation, cancellation,
 // connection failures) are not *Error.
@@ -83,6 +88,34 @@ func (e *Error) Error() string {
 		b.WriteString(e.Message)
 	}
 	return b.String()
+}
+
+// Is reports whether e, the answer to a file call, means target, one of
+// fs.ErrNotExist, fs.ErrExist and fs.ErrPermission.
+func (e *Error) Is(target error) bool {
+	if !isFileCall(e.Path) {
+		return false
+	}
+	switch e.StatusCode {
+	case http.StatusNotFound:
+		return target == fs.ErrNotExist
+	case http.StatusConflict:
+		return target == fs.ErrExist
+	case http.StatusForbidden:
+		return target == fs.ErrPermission
+	}
+	return false
+}
+
+// isFileCall reports whether the escaped request path p is that of a file
+// endpoint: /v2/box/{id}/files/..., below any prefix of the base URL.
+func isFileCall(p string) bool {
+	i := strings.Index(p, "/v2/box/")
+	if i < 0 {
+		return false
+	}
+	_, rest, ok := strings.Cut(p[i+len("/v2/box/"):], "/")
+	return ok && strings.HasPrefix(rest, "files/")
 }
 
 // newAPIError turns a non-2xx response into an *Error. It reads at most

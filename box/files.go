@@ -7,15 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
 	"net/url"
 	"os"
 	"path"
-	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -108,9 +105,10 @@ const smallWrite = 64 << 10
 func (f *Files) Write(ctx context.Context, p string, data []byte, opts ...Option) error {
 	ctx = withCallOptions(ctx, opts)
 	if len(data) > smallWrite && p != "" {
-		return f.upload(ctx, []uploadPart{{dest: f.abs(p), open: func() (io.ReadCloser, error) {
+		abs := f.abs(p)
+		return fileError("write", abs, f.upload(ctx, []uploadPart{{dest: abs, open: func() (io.ReadCloser, error) {
 			return io.NopCloser(bytes.NewReader(data)), nil
-		}}})
+		}}}))
 	}
 	enc := gen.WriteFileRequestEncodingBase64
 	return f.write(ctx, gen.WriteFileRequest{Path: f.abs(p), Content: base64.StdEncoding.EncodeToString(data), Encoding: &enc}, p)
@@ -267,11 +265,19 @@ type UploadFile struct {
 	// Destination is the path in the box; relative paths are resolved
 	// against the working directory. Parent directories are created.
 	Destination string
+	// Progress, when set, is called as the file's content is sent, as
+	// TransferParams.Progress is: bytes sent so far, and the file's size
+	// (for a Reader, its Len() if it has one, else -1). A retried request
+	// sends the file again, counting from 0. The Progress functions of
+	// one Upload are never called from two goroutines at once.
+	Progress func(done, total int64)
 }
 
-// Upload sends local files to the box in one multipart request, streamed
-// from disk. Each destination is replaced only once its file has arrived
-// whole.
+// Upload sends local files, or readers, to the box in one multipart
+// request, streamed from disk. Each destination is replaced only once its
+// file has arrived whole. What the box answers (a missing or refused
+// destination...) is an *Error, which matches the io/fs errors as
+// described there.
 func (f *Files) Upload(ctx context.Context, files []UploadFile, opts ...Option) error {
 	ctx = withCallOptions(ctx, opts)
 	if len(files) == 0 {
@@ -279,28 +285,73 @@ func (f *Files) Upload(ctx context.Context, files []UploadFile, opts ...Option) 
 	}
 	parts := make([]uploadPart, len(files))
 	replayable := true
+	var mu sync.Mutex // one Progress call at a time
 	for i, u := range files {
 		if u.Destination == "" || (u.LocalPath == "") == (u.Reader == nil) {
 			return invalidf("box: Upload file %d: Destination, and one of LocalPath and Reader, are required", i)
 		}
+		var open func() (io.ReadCloser, error)
+		total := int64(-1)
 		if u.Reader != nil {
 			r := u.Reader
-			parts[i] = uploadPart{dest: f.abs(u.Destination), open: func() (io.ReadCloser, error) { return io.NopCloser(r), nil }}
+			if l, ok := r.(interface{ Len() int }); ok {
+				total = int64(l.Len())
+			}
+			open = func() (io.ReadCloser, error) { return io.NopCloser(r), nil }
 			replayable = false
-			continue
+		} else {
+			fi, err := os.Stat(u.LocalPath)
+			if err != nil {
+				return fmt.Errorf("box: Upload: %w", err)
+			}
+			if !fi.Mode().IsRegular() {
+				return invalidf("box: Upload: %s is not a regular file", u.LocalPath)
+			}
+			local := u.LocalPath
+			total = fi.Size()
+			open = func() (io.ReadCloser, error) { return os.Open(local) }
 		}
-		fi, err := os.Stat(u.LocalPath)
-		if err != nil {
-			return fmt.Errorf("box: Upload: %w", err)
+		if progress := u.Progress; progress != nil {
+			open = counted(open, func(n int64) {
+				mu.Lock()
+				defer mu.Unlock()
+				progress(n, total)
+			})
 		}
-		if !fi.Mode().IsRegular() {
-			return invalidf("box: Upload: %s is not a regular file", u.LocalPath)
-		}
-		local := u.LocalPath
-		parts[i] = uploadPart{dest: f.abs(u.Destination), open: func() (io.ReadCloser, error) { return os.Open(local) }}
+		parts[i] = uploadPart{dest: f.abs(u.Destination), open: open}
 	}
 	return f.uploadWith(ctx, parts, replayable)
 }
+
+// counted wraps open so that what its reader yields is counted: report
+// gets the bytes read so far from each reader it opens.
+func counted(open func() (io.ReadCloser, error), report func(n int64)) func() (io.ReadCloser, error) {
+	return func() (io.ReadCloser, error) {
+		rc, err := open()
+		if err != nil {
+			return nil, err
+		}
+		return &countReader{rc: rc, report: report}, nil
+	}
+}
+
+// countReader counts what it reads and reports the count.
+type countReader struct {
+	rc     io.ReadCloser
+	n      int64
+	report func(n int64)
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.rc.Read(p)
+	if n > 0 {
+		c.n += int64(n)
+		c.report(c.n)
+	}
+	return n, err
+}
+
+func (c *countReader) Close() error { return c.rc.Close() }
 
 // uploadPart is one file of an upload request: its box path and how to
 // read its content (again, if the request is retried).
@@ -404,12 +455,20 @@ type DownloadParams struct {
 	// Recursive downloads the subdirectories too, at any depth (see
 	// DownloadDir).
 	Recursive bool
+	// Progress, when set, is called as file content arrives, as
+	// TransferParams.Progress is: bytes so far, against the total of the
+	// sizes the listings give.
+	Progress func(done, total int64)
 }
 
 // Download copies the files of one box directory (with Recursive, its
-// whole tree) into a local directory and returns the local paths written. File names from the server are used only if they name a file
-// directly inside the destination: a name such as "../x" or one that
-// resolves through a symlink out of it is refused.
+// whole tree) into a local directory and returns the local paths of the
+// files it wrote, in the order of the box's listings; on an error, those
+// it wrote before it. Files that were in the destination before are not
+// in the list. File names from the server are used only if they name a
+// file directly inside the directory they were listed in: a name such as
+// "../x" or one that resolves through a symlink out of the destination
+// is refused.
 func (f *Files) Download(ctx context.Context, params *DownloadParams, opts ...Option) ([]string, error) {
 	ctx = withCallOptions(ctx, opts)
 	var p DownloadParams
@@ -430,69 +489,9 @@ func (f *Files) Download(ctx context.Context, params *DownloadParams, opts ...Op
 			dest = "box"
 		}
 	}
-	if p.Recursive {
-		if err := f.DownloadDir(ctx, remote, dest, nil); err != nil {
-			return nil, err
-		}
-		files, _ := filesUnder(dest)
-		return files, nil
+	progress := p.Progress
+	if progress == nil {
+		progress = func(int64, int64) {}
 	}
-	entries, err := call[gen.ListFilesResponse](f.b.c.api.ListFiles(ctx, f.b.id, &gen.ListFilesParams{Folder: &remote}))
-	if err != nil {
-		return nil, fileError("readdir", remote, err)
-	}
-	if err := os.MkdirAll(dest, 0o755); err != nil {
-		return nil, fmt.Errorf("box: Download: %w", err)
-	}
-	root, err := os.OpenRoot(dest)
-	if err != nil {
-		return nil, fmt.Errorf("box: Download: %w", err)
-	}
-	defer root.Close()
-	var written []string
-	for _, e := range entries.Files {
-		if e.IsDir {
-			continue
-		}
-		if !filepath.IsLocal(e.Name) || strings.ContainsAny(e.Name, `/\`) {
-			return written, fmt.Errorf("box: Download: refusing file name %q from the server: it is not a plain file name", e.Name)
-		}
-		if err := f.downloadOne(ctx, root, e); err != nil {
-			return written, err
-		}
-		written = append(written, filepath.Join(dest, e.Name))
-	}
-	return written, nil
-}
-
-// filesUnder lists the regular files below dir.
-func filesUnder(dir string) ([]string, error) {
-	var out []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			out = append(out, p)
-		}
-		return err
-	})
-	return out, err
-}
-
-func (f *Files) downloadOne(ctx context.Context, root *os.Root, e gen.FileEntry) error {
-	resp, err := f.b.c.api.DownloadFile(ctx, f.b.id, &gen.DownloadFileParams{Folder: e.Path})
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fileError("read", e.Path, newAPIError(resp))
-	}
-	defer drainAndClose(resp.Body)
-	out, err := root.OpenFile(e.Name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("box: Download %s: %w", e.Path, err)
-	}
-	if _, err := io.Copy(out, resp.Body); err != nil {
-		out.Close()
-		return fmt.Errorf("box: Download %s: %w", e.Path, err)
-	}
-	return out.Close()
+	return f.downloadTree(ctx, "Download", remote, dest, p.Recursive, progress)
 }

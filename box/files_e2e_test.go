@@ -5,10 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -344,5 +347,119 @@ func TestDownloadRefusesHostileNames(t *testing.T) {
 				t.Logf("error: %v", err)
 			}
 		})
+	}
+}
+
+// TestUploadProgressAndRecursiveDownload uploads local files and readers
+// with progress, and downloads the tree back with Recursive into a
+// directory that already holds files, which are not reported as written.
+func TestUploadProgressAndRecursiveDownload(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t)
+	b := newBox(t, srv, nil)
+	ctx := t.Context()
+	contents := map[string][]byte{
+		"local.bin":              randomBytes(t, 300<<10),
+		"sub/sized.bin":          randomBytes(t, 200<<10),
+		"sub/deeper/unsized.bin": randomBytes(t, 100<<10),
+	}
+	localFile := filepath.Join(t.TempDir(), "local.bin")
+	if err := os.WriteFile(localFile, contents["local.bin"], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type report struct {
+		done, total int64
+		calls       int
+	}
+	reports := map[string]*report{}
+	track := func(name string) func(done, total int64) {
+		rp := &report{}
+		reports[name] = rp
+		return func(done, total int64) {
+			if done <= rp.done {
+				t.Errorf("%s: progress went %d → %d", name, rp.done, done)
+			}
+			rp.done, rp.total, rp.calls = done, total, rp.calls+1
+		}
+	}
+	err := b.Files.Upload(ctx, []box.UploadFile{
+		{LocalPath: localFile, Destination: "tree/local.bin", Progress: track("local.bin")},
+		{Reader: bytes.NewReader(contents["sub/sized.bin"]), Destination: "tree/sub/sized.bin", Progress: track("sub/sized.bin")},
+		// A reader of unknown length.
+		{Reader: io.MultiReader(bytes.NewReader(contents["sub/deeper/unsized.bin"])), Destination: "/workspace/home/tree/sub/deeper/unsized.bin", Progress: track("sub/deeper/unsized.bin")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for name, data := range contents {
+		total += int64(len(data))
+		want := int64(len(data))
+		if strings.Contains(name, "unsized") {
+			want = -1
+		}
+		if rp := reports[name]; rp.done != int64(len(data)) || rp.total != want || rp.calls < 2 {
+			t.Errorf("%s: progress %+v, want %d of %d", name, *rp, len(data), want)
+		}
+		got, err := b.Files.Read(ctx, "tree/"+name)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Errorf("uploaded %s: %d bytes, %v", name, len(got), err)
+		}
+	}
+
+	dest := t.TempDir()
+	for _, old := range []string{"before.txt", "sub/old.txt"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dest, old)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dest, old), []byte("old"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var done, of int64
+	written, err := b.Files.Download(ctx, &box.DownloadParams{Folder: "tree", Dest: dest, Recursive: true, Progress: func(d, tot int64) { done, of = d, tot }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for name, data := range contents {
+		want = append(want, filepath.Join(dest, filepath.FromSlash(name)))
+		if got, err := os.ReadFile(filepath.Join(dest, filepath.FromSlash(name))); err != nil || !bytes.Equal(got, data) {
+			t.Errorf("downloaded %s: %d bytes, %v", name, len(got), err)
+		}
+	}
+	slices.Sort(want)
+	slices.Sort(written)
+	if diff := cmp.Diff(want, written); diff != "" {
+		t.Errorf("Download with Recursive reported (-want +got):\n%s", diff)
+	}
+	if done != total || of != total {
+		t.Errorf("Download's progress ended at %d of %d, want %d", done, of, total)
+	}
+	if got, err := os.ReadFile(filepath.Join(dest, "sub", "old.txt")); err != nil || string(got) != "old" {
+		t.Errorf("a file that was there before: %q, %v", got, err)
+	}
+
+	// Without Recursive: the top directory's files only.
+	flat := t.TempDir()
+	done, of = 0, 0
+	written, err = b.Files.Download(ctx, &box.DownloadParams{Folder: "tree", Dest: flat, Progress: func(d, tot int64) { done, of = d, tot }})
+	if err != nil || !slices.Equal(written, []string{filepath.Join(flat, "local.bin")}) {
+		t.Errorf("Download = %q, %v", written, err)
+	}
+	if n := int64(len(contents["local.bin"])); done != n || of != n {
+		t.Errorf("Download's progress ended at %d of %d, want %d", done, of, n)
+	}
+	if _, err := os.Stat(filepath.Join(flat, "sub")); err == nil {
+		t.Error("Download without Recursive made a subdirectory")
+	}
+
+	// A directory below the top that cannot be listed fails the download.
+	mustRun(t, b, "mkdir tree/sub/locked && chmod 000 tree/sub/locked")
+	if mustRun(t, b, "id -u").Stdout != "0\n" {
+		_, err := b.Files.Download(ctx, &box.DownloadParams{Folder: "tree", Dest: t.TempDir(), Recursive: true})
+		if !errors.Is(err, fs.ErrPermission) {
+			t.Errorf("Download of a tree with a locked directory = %v, want fs.ErrPermission", err)
+		}
 	}
 }

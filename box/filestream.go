@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
 	"os"
 	"path"
 	"path/filepath"
@@ -226,28 +225,13 @@ func (f *Files) WriteFrom(ctx context.Context, p string, r io.Reader, params *Tr
 	if s, ok := r.(interface{ Len() int }); ok {
 		total = int64(s.Len())
 	}
-	cr := &progressReader{r: r, total: total, progress: params.progress()}
-	part := uploadPart{dest: f.abs(p), open: func() (io.ReadCloser, error) { return io.NopCloser(cr), nil }}
+	progress := params.progress()
+	cr := &countReader{rc: io.NopCloser(r), report: func(n int64) { progress(n, total) }}
+	part := uploadPart{dest: f.abs(p), open: func() (io.ReadCloser, error) { return cr, nil }}
 	if err := f.uploadOnce(ctx, []uploadPart{part}); err != nil {
 		return cr.n, fileError("write", part.dest, err)
 	}
 	return cr.n, nil
-}
-
-// progressReader counts what it reads and reports progress.
-type progressReader struct {
-	r        io.Reader
-	n, total int64
-	progress func(done, total int64)
-}
-
-func (c *progressReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	if n > 0 {
-		c.n += int64(n)
-		c.progress(c.n, c.total)
-	}
-	return n, err
 }
 
 // Bounds of one upload request of a tree: files are sent in batches.
@@ -315,7 +299,8 @@ func (f *Files) UploadDir(ctx context.Context, local, remote string, params *Tra
 		}
 	}
 	progress := params.progress()
-	var done, offset int64
+	var mu sync.Mutex // one Progress call at a time
+	var offset int64
 	var batch []uploadPart
 	var batchSize int64
 	flush := func() error {
@@ -324,17 +309,18 @@ func (f *Files) UploadDir(ctx context.Context, local, remote string, params *Tra
 		}
 		err := f.upload(ctx, batch)
 		batch, batchSize = nil, 0
-		return err
+		return fileError("upload", root, err)
 	}
 	for _, fl := range files {
 		localPath, base := filepath.Join(local, filepath.FromSlash(fl.rel)), offset
-		batch = append(batch, uploadPart{dest: path.Join(root, fl.rel), open: func() (io.ReadCloser, error) {
-			src, err := os.Open(localPath)
-			if err != nil {
-				return nil, err
-			}
-			return &progressFile{f: src, base: base, done: &done, total: total, progress: progress}, nil
-		}})
+		// A file read again (a retried request) counts from where it
+		// started: base, the size of the files before it.
+		open := counted(func() (io.ReadCloser, error) { return os.Open(localPath) }, func(n int64) {
+			mu.Lock()
+			defer mu.Unlock()
+			progress(base+n, total)
+		})
+		batch = append(batch, uploadPart{dest: path.Join(root, fl.rel), open: open})
 		offset += fl.size
 		batchSize += fl.size
 		if len(batch) >= batchFiles || batchSize >= batchBytes {
@@ -345,30 +331,6 @@ func (f *Files) UploadDir(ctx context.Context, local, remote string, params *Tra
 	}
 	return flush()
 }
-
-// progressFile counts the bytes of an uploaded file into done, from base,
-// the size of the files before it: a file read again (a retried request)
-// counts from where it started.
-type progressFile struct {
-	f        *os.File
-	base     int64
-	n        int64
-	done     *int64
-	total    int64
-	progress func(done, total int64)
-}
-
-func (p *progressFile) Read(b []byte) (int, error) {
-	n, err := p.f.Read(b)
-	if n > 0 {
-		p.n += int64(n)
-		*p.done = p.base + p.n
-		p.progress(*p.done, p.total)
-	}
-	return n, err
-}
-
-func (p *progressFile) Close() error { return p.f.Close() }
 
 // DownloadDir copies the box directory tree at remote (relative to the
 // working directory) into the local directory local, creating it: every
@@ -381,7 +343,15 @@ func (f *Files) DownloadDir(ctx context.Context, remote, local string, params *T
 	if remote == "" || local == "" {
 		return invalidf("box: DownloadDir needs a remote and a local directory")
 	}
-	top := f.abs(remote)
+	_, err := f.downloadTree(ctx, "DownloadDir", f.abs(remote), local, true, params.progress())
+	return err
+}
+
+// downloadTree copies the files of the box directory top into local,
+// and with recursive the directories below at any depth, for the call
+// named what. It returns the local paths of the files it wrote, in the
+// order of the listings.
+func (f *Files) downloadTree(ctx context.Context, what, top, local string, recursive bool, progress func(done, total int64)) ([]string, error) {
 	type file struct{ remote, rel string }
 	var files []file
 	var dirs []string
@@ -393,15 +363,17 @@ func (f *Files) DownloadDir(ctx context.Context, remote, local string, params *T
 		dir := path.Join(top, rel)
 		entries, err := call[gen.ListFilesResponse](f.b.c.api.ListFiles(ctx, f.b.id, &gen.ListFilesParams{Folder: &dir}))
 		if err != nil {
-			return fileError("readdir", dir, err)
+			return nil, fileError("readdir", dir, err)
 		}
 		for _, e := range entries.Files {
 			if !filepath.IsLocal(e.Name) || strings.ContainsAny(e.Name, `/\`) {
-				return fmt.Errorf("box: DownloadDir: refusing file name %q from the server: it is not a plain file name", e.Name)
+				return nil, fmt.Errorf("box: %s: refusing file name %q from the server: it is not a plain file name", what, e.Name)
 			}
 			if e.IsDir {
-				queue = append(queue, path.Join(rel, e.Name))
-				dirs = append(dirs, path.Join(rel, e.Name))
+				if recursive {
+					queue = append(queue, path.Join(rel, e.Name))
+					dirs = append(dirs, path.Join(rel, e.Name))
+				}
 				continue
 			}
 			files = append(files, file{remote: path.Join(dir, e.Name), rel: path.Join(rel, e.Name)})
@@ -409,19 +381,18 @@ func (f *Files) DownloadDir(ctx context.Context, remote, local string, params *T
 		}
 	}
 	if err := os.MkdirAll(local, 0o755); err != nil {
-		return fmt.Errorf("box: DownloadDir: %w", err)
+		return nil, fmt.Errorf("box: %s: %w", what, err)
 	}
 	root, err := os.OpenRoot(local)
 	if err != nil {
-		return fmt.Errorf("box: DownloadDir: %w", err)
+		return nil, fmt.Errorf("box: %s: %w", what, err)
 	}
 	defer root.Close()
 	for _, d := range dirs {
 		if err := root.MkdirAll(filepath.FromSlash(d), 0o755); err != nil {
-			return fmt.Errorf("box: DownloadDir: %w", err)
+			return nil, fmt.Errorf("box: %s: %w", what, err)
 		}
 	}
-	progress := params.progress()
 	var mu sync.Mutex
 	var done int64
 	// The files come in on several goroutines; Progress is called from
@@ -433,54 +404,62 @@ func (f *Files) DownloadDir(ctx context.Context, remote, local string, params *T
 		progress(done, total)
 	}
 	// A few files at a time: many small files are bound by round trips.
-	work := make(chan file)
+	work := make(chan int)
+	wrote := make([]bool, len(files))
 	errs := make(chan error, 1)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for fl := range work {
-				if err := f.downloadInto(ctx, root, fl.remote, filepath.FromSlash(fl.rel), report); err != nil {
+	for range min(8, len(files)) {
+		wg.Go(func() {
+			for i := range work {
+				fl := files[i]
+				if err := f.downloadInto(ctx, what, root, fl.remote, filepath.FromSlash(fl.rel), report); err != nil {
 					select {
 					case errs <- err:
 					default:
 					}
 					cancel()
+					continue
 				}
+				wrote[i] = true
 			}
-		}()
+		})
 	}
 feed:
-	for _, fl := range files {
+	for i := range files {
 		select {
-		case work <- fl:
+		case work <- i:
 		case <-ctx.Done():
 			break feed
 		}
 	}
 	close(work)
 	wg.Wait()
+	var written []string
+	for i, fl := range files {
+		if wrote[i] {
+			written = append(written, filepath.Join(local, filepath.FromSlash(fl.rel)))
+		}
+	}
 	select {
 	case err := <-errs:
-		return err
+		return written, err
 	default:
 	}
-	return ctx.Err()
+	return written, ctx.Err()
 }
 
 // downloadInto streams the box file remote into rel under root.
-func (f *Files) downloadInto(ctx context.Context, root *os.Root, remote, rel string, report func(int64)) error {
-	r, err := f.open(ctx, remote, &TransferParams{Progress: func(done, _ int64) {}})
+func (f *Files) downloadInto(ctx context.Context, what string, root *os.Root, remote, rel string, report func(int64)) error {
+	r, err := f.open(ctx, remote, nil)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
 	out, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return fmt.Errorf("box: DownloadDir %s: %w", remote, err)
+		return fmt.Errorf("box: %s %s: %w", what, remote, err)
 	}
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
@@ -489,7 +468,7 @@ func (f *Files) downloadInto(ctx context.Context, root *os.Root, remote, rel str
 		if n > 0 {
 			if _, err := out.Write((*bp)[:n]); err != nil {
 				out.Close()
-				return fmt.Errorf("box: DownloadDir %s: %w", remote, err)
+				return fmt.Errorf("box: %s %s: %w", what, remote, err)
 			}
 			report(int64(n))
 		}
@@ -498,7 +477,7 @@ func (f *Files) downloadInto(ctx context.Context, root *os.Root, remote, rel str
 		}
 		if rerr != nil {
 			out.Close()
-			return fmt.Errorf("box: DownloadDir %s: %w", remote, rerr)
+			return fmt.Errorf("box: %s %s: %w", what, remote, rerr)
 		}
 	}
 	return out.Close()
@@ -511,9 +490,10 @@ func (f *Files) uploadOnce(ctx context.Context, parts []uploadPart) error {
 }
 
 // fileError puts err, an error of a file call on box path p, in an
-// *fs.PathError, so that errors.Is(err, fs.ErrNotExist) and the other
-// io/fs errors match what the server answered. An *Error stays
-// reachable with errors.As.
+// *fs.PathError that names the call and the path. What an *Error means
+// for io/fs (fs.ErrNotExist and the others) is its own Is method's to
+// say, so that it holds whichever way the error comes: this only adds
+// the operation and the path.
 func fileError(op, p string, err error) error {
 	if err == nil {
 		return nil
@@ -524,26 +504,7 @@ func fileError(op, p string, err error) error {
 	}
 	var ae *Error
 	if errors.As(err, &ae) {
-		return &fs.PathError{Op: op, Path: p, Err: &fileStatusError{ae}}
+		return &fs.PathError{Op: op, Path: p, Err: err}
 	}
 	return err
-}
-
-// fileStatusError is an *Error of a file call, which also matches the
-// io/fs error its status means.
-type fileStatusError struct{ e *Error }
-
-func (f *fileStatusError) Error() string { return f.e.Error() }
-func (f *fileStatusError) Unwrap() error { return f.e }
-
-func (f *fileStatusError) Is(target error) bool {
-	switch f.e.StatusCode {
-	case http.StatusNotFound:
-		return target == fs.ErrNotExist
-	case http.StatusConflict:
-		return target == fs.ErrExist
-	case http.StatusForbidden:
-		return target == fs.ErrPermission
-	}
-	return false
 }

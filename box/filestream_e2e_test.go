@@ -115,40 +115,148 @@ type iotestErr struct{}
 
 func (iotestErr) Read([]byte) (int, error) { return 0, errors.New("the source broke") }
 
-// TestFileErrorsFollowIOFS: file calls fail with the io/fs errors that
-// what happened means, and stay *box.Error with the server's status.
+// TestFileErrorsFollowIOFS: every file call fails with the io/fs error
+// that what happened means, and stays a *box.Error with the server's
+// status: a missing path, an existing target and a refused one.
 func TestFileErrorsFollowIOFS(t *testing.T) {
 	t.Parallel()
 	srv := boxtest.NewServer(t)
 	b := newBox(t, srv, nil)
 	ctx := t.Context()
-	missing := "no/such/file"
-	for name, err := range map[string]error{
-		"Read":        func() error { _, err := b.Files.Read(ctx, missing); return err }(),
-		"ReadText":    func() error { _, err := b.Files.ReadText(ctx, missing); return err }(),
-		"ReadRange":   func() error { _, err := b.Files.ReadRange(ctx, missing, 0, 1); return err }(),
-		"Open":        func() error { _, err := b.Files.Open(ctx, missing, nil); return err }(),
-		"OpenRange":   func() error { _, err := b.Files.OpenRange(ctx, missing, 0, 1, nil); return err }(),
-		"Stat":        func() error { _, err := b.Files.Stat(ctx, missing, nil); return err }(),
-		"List":        func() error { _, err := b.Files.List(ctx, missing); return err }(),
-		"Remove":      b.Files.Remove(ctx, missing, nil),
-		"Rename":      b.Files.Rename(ctx, missing, "elsewhere"),
-		"DownloadTo":  func() error { _, err := b.Files.DownloadTo(ctx, missing, io.Discard, nil); return err }(),
-		"DownloadDir": b.Files.DownloadDir(ctx, missing, t.TempDir(), nil),
-	} {
-		var apiErr *box.Error
-		if !errors.Is(err, fs.ErrNotExist) || !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
-			t.Errorf("%s of a missing file = %v, want fs.ErrNotExist and a 404 *box.Error", name, err)
-		}
-	}
-	if err := b.Files.Mkdir(ctx, "d", nil); err != nil {
+	local := filepath.Join(t.TempDir(), "f.txt")
+	if err := os.WriteFile(local, []byte("local"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Files.Mkdir(ctx, "d", nil); !errors.Is(err, fs.ErrExist) {
-		t.Errorf("Mkdir of an existing directory = %v, want fs.ErrExist", err)
+	localDir := filepath.Join(t.TempDir(), "tree")
+	if err := os.MkdirAll(filepath.Join(localDir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	if err := b.Files.Remove(ctx, "/etc", &box.RemoveParams{Recursive: true}); !errors.Is(err, fs.ErrPermission) {
-		t.Errorf("Remove /etc = %v, want fs.ErrPermission", err)
+	if err := os.WriteFile(filepath.Join(localDir, "sub", "f.txt"), []byte("tree"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big := randomBytes(t, 200<<10) // above Write's small size: sent raw
+	small := []byte("small")
+	// Calls that write where they cannot, given a directory to put the
+	// file under: /proc takes no new files (404), /usr is read-only (403).
+	writes := func(dir string) map[string]func() error {
+		return map[string]func() error{
+			"Write small": func() error { return b.Files.Write(ctx, dir+"/x", small) },
+			"Write large": func() error { return b.Files.Write(ctx, dir+"/x", big) },
+			"WriteText":   func() error { return b.Files.WriteText(ctx, dir+"/x", "text") },
+			"WriteFrom": func() error {
+				_, err := b.Files.WriteFrom(ctx, dir+"/x", strings.NewReader("from"), nil)
+				return err
+			},
+			"Upload LocalPath": func() error {
+				return b.Files.Upload(ctx, []box.UploadFile{{LocalPath: local, Destination: dir + "/x"}})
+			},
+			"Upload Reader": func() error {
+				return b.Files.Upload(ctx, []box.UploadFile{{Reader: bytes.NewReader(big), Destination: dir + "/x"}})
+			},
+			// dir itself exists: the files' upload fails, not a mkdir.
+			"UploadDir": func() error { return b.Files.UploadDir(ctx, localDir, dir, nil) },
+			"Mkdir":     func() error { return b.Files.Mkdir(ctx, dir+"/x", nil) },
+			"Mkdir -p":  func() error { return b.Files.Mkdir(ctx, dir+"/x/y", &box.MkdirParams{Parents: true}) },
+			"Rename to": func() error { return b.Files.Rename(ctx, "here.txt", dir+"/x") },
+		}
+	}
+	// Calls that read from where they cannot.
+	reads := func(p string) map[string]func() error {
+		return map[string]func() error{
+			"Read":       func() error { _, err := b.Files.Read(ctx, p); return err },
+			"ReadText":   func() error { _, err := b.Files.ReadText(ctx, p); return err },
+			"ReadRange":  func() error { _, err := b.Files.ReadRange(ctx, p, 0, 1); return err },
+			"Open":       func() error { _, err := b.Files.Open(ctx, p, nil); return err },
+			"OpenRange":  func() error { _, err := b.Files.OpenRange(ctx, p, 0, 1, nil); return err },
+			"DownloadTo": func() error { _, err := b.Files.DownloadTo(ctx, p, io.Discard, nil); return err },
+			"FS ReadFile": func() error {
+				_, err := b.Files.FS(ctx, "/").ReadFile(strings.TrimPrefix(b.Cwd()+"/"+p, "/"))
+				return err
+			},
+		}
+	}
+	// Calls on directories that cannot be listed.
+	lists := func(p string) map[string]func() error {
+		return map[string]func() error{
+			"List": func() error { _, err := b.Files.List(ctx, p); return err },
+			"Download": func() error {
+				_, err := b.Files.Download(ctx, &box.DownloadParams{Folder: p, Dest: t.TempDir()})
+				return err
+			},
+			"Download -r": func() error {
+				_, err := b.Files.Download(ctx, &box.DownloadParams{Folder: p, Dest: t.TempDir(), Recursive: true})
+				return err
+			},
+			"DownloadDir": func() error { return b.Files.DownloadDir(ctx, p, t.TempDir(), nil) },
+			"FS ReadDir": func() error {
+				_, err := b.Files.FS(ctx, "/").ReadDir(strings.TrimPrefix(b.Cwd()+"/"+p, "/"))
+				return err
+			},
+		}
+	}
+	type check struct {
+		status int
+		want   error
+	}
+	cases := map[string]check{}
+	calls := map[string]func() error{}
+	add := func(what string, c check, fns map[string]func() error) {
+		for name, fn := range fns {
+			calls[name+" "+what] = fn
+			cases[name+" "+what] = c
+		}
+	}
+	notExist := check{http.StatusNotFound, fs.ErrNotExist}
+	exist := check{http.StatusConflict, fs.ErrExist}
+	permission := check{http.StatusForbidden, fs.ErrPermission}
+	missing := "no/such/file"
+	add("of a missing file", notExist, reads(missing))
+	add("of a missing directory", notExist, lists(missing))
+	add("into /proc", notExist, writes("/proc"))
+	add("of a missing file", notExist, map[string]func() error{
+		"Stat":         func() error { _, err := b.Files.Stat(ctx, missing, nil); return err },
+		"Stat -L":      func() error { _, err := b.Files.Stat(ctx, missing, &box.StatParams{Follow: true}); return err },
+		"Remove":       func() error { return b.Files.Remove(ctx, missing, nil) },
+		"Remove -r":    func() error { return b.Files.Remove(ctx, missing, &box.RemoveParams{Recursive: true}) },
+		"Rename":       func() error { return b.Files.Rename(ctx, missing, "elsewhere") },
+		"Mkdir":        func() error { return b.Files.Mkdir(ctx, missing, nil) },
+		"Cd":           func() error { return b.Cd(ctx, missing) },
+		"FS Stat":      func() error { _, err := b.Files.FS(ctx, "").Stat(missing); return err },
+		"FS Open":      func() error { _, err := b.Files.FS(ctx, "").Open(missing); return err },
+		"FS Open file": func() error { _, err := b.Files.FS(ctx, "no").Open("such/file"); return err },
+	})
+	mustRun(t, b, "echo here > here.txt && mkdir -p empty full/sub && echo > full/sub/f && echo secret > secret && chmod 000 secret && mkdir locked && chmod 000 locked")
+	add("of an existing target", exist, map[string]func() error{
+		"Mkdir":                 func() error { return b.Files.Mkdir(ctx, "empty", nil) },
+		"Rename onto non-empty": func() error { return b.Files.Rename(ctx, "empty", "full") },
+		"Remove non-empty":      func() error { return b.Files.Remove(ctx, "full", nil) },
+	})
+	add("into /usr", permission, writes("/usr"))
+	add("of /etc", permission, map[string]func() error{
+		"Remove": func() error { return b.Files.Remove(ctx, "/etc", &box.RemoveParams{Recursive: true}) },
+	})
+	// A box user cannot read a file or list a directory of mode 000 (root,
+	// in a box without isolation, can).
+	if mustRun(t, b, "id -u").Stdout != "0\n" {
+		add("of an unreadable file", permission, reads("secret"))
+		add("of an unreadable directory", permission, lists("locked"))
+		add("in an unreadable directory", permission, map[string]func() error{
+			"Stat": func() error { _, err := b.Files.Stat(ctx, "locked/x", nil); return err },
+			"Cd":   func() error { return b.Cd(ctx, "locked/x") },
+		})
+	} else {
+		t.Log("the box runs as root: no unreadable files")
+	}
+	for name, fn := range calls {
+		c := cases[name]
+		err := fn()
+		var apiErr *box.Error
+		if !errors.Is(err, c.want) || !errors.As(err, &apiErr) || apiErr.StatusCode != c.status {
+			t.Errorf("%s = %v, want %v and a %d *box.Error", name, err, c.want, c.status)
+		}
+	}
+	if b.Cwd() != box.WorkspaceHome {
+		t.Errorf("a failed Cd moved to %s", b.Cwd())
 	}
 	for name, err := range map[string]error{
 		"Open":      func() error { _, err := b.Files.Open(ctx, "", nil); return err }(),
