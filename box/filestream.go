@@ -2,11 +2,11 @@ package box
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -45,17 +45,22 @@ type FileReader struct {
 	body io.ReadCloser
 
 	// A range is read in chunks of at most rangeChunk through the read
-	// endpoint (the download endpoint has no ranges).
+	// endpoint (the download endpoint has no ranges), each decoded from
+	// its response as it arrives.
 	ctx      context.Context
 	f        *Files
 	path     string
 	off, end int64 // the next byte to fetch, and where the range ends (-1: at EOF)
-	buf      []byte
+	chunk    b64Content
+	open     bool  // chunk holds a response
+	want     int64 // what the open chunk asked for, and
+	got      int64 // what it has given so far
 	eof      bool
 }
 
-// rangeChunk is how much one request of a ranged read fetches.
-const rangeChunk = 4 << 20
+// rangeChunk is how much one request of a ranged read fetches, the most
+// the server gives at once. It bounds no memory: a chunk streams.
+const rangeChunk = MaxReadRange
 
 // Open opens the file at p for reading. Its content streams from the box
 // as it is read, in constant memory, whatever its size. params may be nil;
@@ -82,8 +87,9 @@ func (f *Files) open(ctx context.Context, p string, params *TransferParams) (*Fi
 
 // OpenRange opens length bytes of the file at p, from offset on, for
 // reading; length -1 reads to the end of the file. The range is fetched in
-// chunks of a few MiB as it is read. params may be nil; its Progress is
-// called as the range is read.
+// requests of up to MaxReadRange bytes, each decoded as it arrives, so
+// memory stays constant at any length. params may be nil; its Progress
+// is called as the range is read.
 func (f *Files) OpenRange(ctx context.Context, p string, offset, length int64, params *TransferParams, opts ...Option) (*FileReader, error) {
 	ctx = withCallOptions(ctx, opts)
 	if p == "" {
@@ -94,17 +100,21 @@ func (f *Files) OpenRange(ctx context.Context, p string, offset, length int64, p
 	}
 	r := &FileReader{ctx: ctx, f: f, path: f.abs(p), off: offset, end: -1, size: -1, progress: params.progress()}
 	if length >= 0 {
-		r.end, r.size = offset+length, length
+		r.size = length
+		if length <= math.MaxInt64-offset {
+			r.end = offset + length
+		}
 	}
-	// The first chunk comes now, so that a missing file is an error here.
-	if err := r.fill(); err != nil {
+	// The first chunk is asked for now, so that a missing file is an
+	// error here.
+	if err := r.next(); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-// fill fetches the next chunk of a range.
-func (r *FileReader) fill() error {
+// next opens the next chunk of a range.
+func (r *FileReader) next() error {
 	n := int64(rangeChunk)
 	if r.end >= 0 {
 		n = min(n, r.end-r.off)
@@ -115,25 +125,55 @@ func (r *FileReader) fill() error {
 	}
 	enc := gen.ReadFileParamsEncodingBase64
 	params := gen.ReadFileParams{Path: r.path, Encoding: &enc, Offset: &r.off, Length: &n}
-	resp, err := call[gen.ReadFileResponse](r.f.b.c.api.ReadFile(r.ctx, r.f.b.id, &params))
+	resp, err := r.f.b.c.api.ReadFile(r.ctx, r.f.b.id, &params)
 	if err != nil {
-		return fileError("read", r.path, err)
+		return err
 	}
-	// Decode into the buffer of the previous chunk: one chunk in memory.
-	need := base64.StdEncoding.DecodedLen(len(resp.Content))
-	if cap(r.buf) < need {
-		r.buf = make([]byte, need)
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fileError("read", r.path, newAPIError(resp))
 	}
-	got, err := base64.StdEncoding.Decode(r.buf[:need], []byte(resp.Content))
-	if err != nil {
-		return fmt.Errorf("box: reading %s: invalid base64 from server: %w", r.path, err)
+	if err := r.chunk.reset(resp.Body); err != nil {
+		r.chunk.Close()
+		return fmt.Errorf("box: reading %s: %w", r.path, err)
 	}
-	r.buf = r.buf[:got]
-	r.off += int64(got)
-	if int64(got) < n {
-		r.eof = true // the file ends inside the chunk
-	}
+	r.open, r.want, r.got = true, n, 0
 	return nil
+}
+
+// readRange reads the next bytes of a range.
+func (r *FileReader) readRange(p []byte) (int, error) {
+	for {
+		if !r.open {
+			if r.eof {
+				return 0, io.EOF
+			}
+			if err := r.next(); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		n, err := r.chunk.Read(p)
+		r.off += int64(n)
+		r.got += int64(n)
+		r.count(n)
+		if r.got > r.want {
+			return n, fmt.Errorf("box: reading %s: the server sent more than the %d bytes asked for", r.path, r.want)
+		}
+		if err == io.EOF {
+			r.chunk.Close()
+			r.open = false
+			if r.got < r.want {
+				r.eof = true // the file ends inside the chunk
+			}
+			err = nil
+		}
+		if err != nil {
+			return n, fmt.Errorf("box: reading %s: %w", r.path, err)
+		}
+		if n > 0 || len(p) == 0 {
+			return n, nil
+		}
+	}
 }
 
 // Read reads the next bytes of the file.
@@ -146,18 +186,7 @@ func (r *FileReader) Read(p []byte) (int, error) {
 		}
 		return n, err
 	}
-	for len(r.buf) == 0 {
-		if r.eof {
-			return 0, io.EOF
-		}
-		if err := r.fill(); err != nil {
-			return 0, err
-		}
-	}
-	n := copy(p, r.buf)
-	r.buf = r.buf[n:]
-	r.count(n)
-	return n, nil
+	return r.readRange(p)
 }
 
 func (r *FileReader) count(n int) {
@@ -190,7 +219,11 @@ func (r *FileReader) Close() error {
 	if r.body != nil {
 		return r.body.Close()
 	}
-	r.buf, r.eof = nil, true
+	if r.open {
+		r.chunk.Close()
+		r.open = false
+	}
+	r.eof = true
 	return nil
 }
 

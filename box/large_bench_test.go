@@ -6,6 +6,9 @@ package box_test
 //
 //	go test -run '^$' -bench 'Large|Tree' -benchtime=1x ./box/
 //
+// BOX_BENCH_SIZE sets the size of the large transfers in MiB (1024 by
+// default), for a quicker look at memory.
+//
 // They report MB/s and the client's peak RSS (peak-rss-MiB); the exec
 // stream benchmark also reports plain net/http on the same endpoint in the
 // same run (raw-MB/s), and the SDK's share of it (sdk-vs-raw-%).
@@ -32,8 +35,14 @@ import (
 	"github.com/upstash/box-go/boxtest"
 )
 
-// largeSize is what the large transfers move: 1 GiB.
-const largeSize = 1 << 30
+// largeSize is what the large transfers move: 1 GiB, or BOX_BENCH_SIZE
+// MiB.
+var largeSize = func() int64 {
+	if mib, err := strconv.ParseInt(os.Getenv("BOX_BENCH_SIZE"), 10, 64); err == nil && mib > 0 {
+		return mib << 20
+	}
+	return 1 << 30
+}()
 
 // clientReport is what the child process prints.
 type clientReport struct {
@@ -98,6 +107,42 @@ func BenchmarkLargeFiles(b *testing.B) {
 	for range b.N {
 		reportLarge(b, runClient(b, srv, bx.ID(), "files"))
 	}
+}
+
+// BenchmarkLargeFileRange reads 1 GiB less one byte with OpenRange, from
+// offset 1, and checks its hash. The file is written by this process,
+// so that the client's peak RSS is OpenRange's alone.
+func BenchmarkLargeFileRange(b *testing.B) {
+	srv := boxtest.NewServer(b)
+	bx := newBenchBox(b, srv)
+	h := sha256.New()
+	if _, err := bx.Files.WriteFrom(context.Background(), "range.bin", io.TeeReader(&patternReader{left: largeSize}, &skipWriter{w: h, skip: 1}), nil); err != nil {
+		b.Fatal(err)
+	}
+	want := hex.EncodeToString(h.Sum(nil))
+	for range b.N {
+		r := runClient(b, srv, bx.ID(), "range")
+		if r.Hash != want {
+			b.Fatalf("the range read back has hash %s, want %s", r.Hash, want)
+		}
+		reportLarge(b, r)
+	}
+}
+
+// skipWriter drops the first skip bytes written to it.
+type skipWriter struct {
+	w    io.Writer
+	skip int
+}
+
+func (s *skipWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	d := min(s.skip, n)
+	s.skip -= d
+	if _, err := s.w.Write(p[d:]); err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // BenchmarkTreeTransfer uploads a tree of 10,000 files with UploadDir and
@@ -222,7 +267,23 @@ func TestLargeTransferClient(t *testing.T) {
 				return clientReport{Error: fmt.Sprintf("wrote %d, read %d bytes; hashes equal: %v", n, m, hex.EncodeToString(h.Sum(nil)) == want)}
 			}
 			r.Bytes, r.Seconds = 2*largeSize, (up + down).Seconds()
-			fmt.Printf("write %.0f MB/s, read %.0f MB/s\n", largeSize/up.Seconds()/1e6, largeSize/down.Seconds()/1e6)
+			fmt.Printf("write %.0f MB/s, read %.0f MB/s\n", float64(largeSize)/up.Seconds()/1e6, float64(largeSize)/down.Seconds()/1e6)
+		case "range":
+			f, err := bx.Files.OpenRange(ctx, "range.bin", 1, largeSize-1, nil)
+			if err != nil {
+				return clientReport{Error: err.Error()}
+			}
+			h := sha256.New()
+			start := time.Now()
+			n, err := io.Copy(h, f)
+			f.Close()
+			if err != nil {
+				return clientReport{Error: err.Error()}
+			}
+			if n != largeSize-1 {
+				return clientReport{Error: fmt.Sprintf("read %d bytes of the range, want %d", n, largeSize-1)}
+			}
+			r.Bytes, r.Seconds, r.Hash = n, time.Since(start).Seconds(), hex.EncodeToString(h.Sum(nil))
 		default:
 			return clientReport{Error: "unknown job " + job}
 		}
