@@ -182,3 +182,39 @@ func TestAllLogsPages(t *testing.T) {
 		t.Errorf("AllLogs gave %d entries, want %d", n, total)
 	}
 }
+
+// TestRunLogsPages: a run's logs come from the whole log, however many
+// entries come before the run's, from a server that gives a page of 100
+// when asked for no limit.
+func TestRunLogsPages(t *testing.T) {
+	t.Parallel()
+	const before, during = 1200, 30
+	now := time.Now().Unix()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		off, _ := strconv.Atoi(r.URL.Query().Get("offset"))
+		lim, err := strconv.Atoi(r.URL.Query().Get("limit"))
+		if err != nil {
+			lim = 100
+		}
+		logs := []map[string]any{}
+		for i := off; i < min(off+lim, before+during); i++ {
+			at := now - 3600
+			if i >= before {
+				at = now + 1
+			}
+			logs = append(logs, map[string]any{"timestamp": at, "level": "info", "source": "user", "message": strconv.Itoa(i)})
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"logs": logs})
+	}))
+	defer ts.Close()
+	c := pollClient(t, ts.URL)
+	b := c.newBox(&gen.BoxData{ID: "box-1", Status: gen.BoxStatusIdle})
+	run := newRun(b, RunTypeCommand)
+	logs, err := run.Logs(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(logs) != during || logs[0].Message != strconv.Itoa(before) || logs[during-1].Message != strconv.Itoa(before+during-1) {
+		t.Errorf("Run.Logs gave %d entries (%+v), want entries %d to %d", len(logs), logs, before, before+during-1)
+	}
+}

@@ -21,7 +21,8 @@ var ErrNoBrowser = errors.New("box: this box has no browser; create it with Brow
 
 // ErrNoSelector is returned, before any request, by [Tab.ActOn] for an
 // action without a selector: only a resolved action can be replayed.
-var ErrNoSelector = errors.New("box: the action has no selector, so it cannot be replayed; use Tab.Act with an instruction")
+// Like every error of a call's arguments it matches ErrInvalid too.
+var ErrNoSelector = invalidSentinel("box: the action has no Selector, so it cannot be replayed; use Tab.Act with an instruction")
 
 // Browser is the headless Chromium of a box created with Browser: true.
 // Tab management lives here; page operations live on [Tab].

@@ -28,6 +28,12 @@ func (e *invalidError) Error() string        { return e.err.Error() }
 func (e *invalidError) Unwrap() error        { return e.err }
 func (e *invalidError) Is(target error) bool { return target == ErrInvalid }
 
+// invalidSentinel returns a sentinel error of a call's parameters: one
+// that errors.Is finds as itself and as ErrInvalid.
+func invalidSentinel(text string) error {
+	return &invalidError{err: errors.New(text)}
+}
+
 // invalidf returns an error of a call's parameters; format starts with
 // "box: " and names the parameter.
 func invalidf(format string, args ...any) error {

@@ -257,6 +257,19 @@ func TestInvalidArgumentsSendNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := c.newBox(&gen.BoxData{ID: "box-1", Status: gen.BoxStatusIdle})
+	// A box with an agent and a browser, for the calls that need them.
+	ab := c.newBox(&gen.BoxData{ID: "box-2", Status: gen.BoxStatusIdle, Agent: ptr("claude-code"), Model: ptr("anthropic/claude-sonnet-4-5"), Browser: ptr(true)})
+	tab := &Tab{br: ab.Browser, id: "tab-1"}
+	type badEnum struct {
+		Level int `json:"level" enum:"1,high"`
+	}
+	type inner struct {
+		Events chan int `json:"events"`
+	}
+	type badType struct {
+		Name  string `json:"name"`
+		Inner inner  `json:"inner"`
+	}
 	ctx := t.Context()
 	for _, tc := range []struct {
 		name, mention string
@@ -277,9 +290,35 @@ func TestInvalidArgumentsSendNothing(t *testing.T) {
 		{"bad policy", "Mode", b.UpdateNetworkPolicy(ctx, NetworkPolicy{})},
 		{"no session command", "Cmd or Argv", func() error { _, err := b.Exec.Session(ctx, &SessionParams{}); return err }()},
 		{"no git repo", "Repo", b.Git.Clone(ctx, &CloneParams{})},
+		{"both auths", "BearerToken or BasicAuth", func() error {
+			_, err := b.GetPublicURL(ctx, 3000, &PublicURLParams{BearerToken: true, BasicAuth: true})
+			return err
+		}()},
+		{"no selector", "Selector", func() error { _, err := tab.ActOn(ctx, BrowserAction{Method: "click"}); return err }()},
+		{"schedule type change", "Command is for exec schedules", func() error {
+			_, err := b.Schedule.Update(ctx, "s", &ScheduleUpdate{Command: Set([]string{"true"}), Prompt: Set("p")})
+			return err
+		}()},
+		{"bad enum tag", "field Level", func() error { _, err := SchemaFor[badEnum](); return err }()},
+		{"bad enum tag in RunAs", "field Level", func() error {
+			_, _, err := RunAs[badEnum](ctx, ab.Agent, &AgentParams{Prompt: "p"})
+			return err
+		}()},
+		{"unsupported type", "field Inner.Events", func() error { _, err := SchemaFor[badType](); return err }()},
+		{"unsupported type in RunAs", "field Inner.Events", func() error {
+			_, _, err := RunAs[badType](ctx, ab.Agent, &AgentParams{Prompt: "p"})
+			return err
+		}()},
+		{"logs of a zero Run", "Run.Logs", func() error { _, err := (&Run{}).Logs(ctx); return err }()},
 	} {
 		if !errors.Is(tc.err, ErrInvalid) || !strings.Contains(tc.err.Error(), tc.mention) {
 			t.Errorf("%s: %v, want ErrInvalid naming %q", tc.name, tc.err, tc.mention)
+		}
+	}
+	// The sentinels of argument errors are themselves and ErrInvalid.
+	for _, sentinel := range []error{ErrAuthConflict, ErrNoSelector, ErrScheduleTypeChange} {
+		if !errors.Is(sentinel, ErrInvalid) || !errors.Is(fmt.Errorf("wrapped: %w", sentinel), sentinel) {
+			t.Errorf("%v does not match ErrInvalid and itself", sentinel)
 		}
 	}
 	if _, err := NewClient(WithAPIKey("k"), WithBaseURL("ftp://x")); !errors.Is(err, ErrInvalid) {

@@ -199,19 +199,19 @@ type RunLog struct {
 	Message   string
 }
 
-// Logs returns the box's log entries from the run's start on.
+// Logs returns the box's log entries from the run's start on, read
+// through the whole log a page at a time (see Box.AllLogs).
 func (r *Run) Logs(ctx context.Context, opts ...Option) ([]RunLog, error) {
 	ctx = withCallOptions(ctx, opts)
 	if r.box == nil {
-		return nil, errors.New("box: run has no box")
-	}
-	all, err := r.box.Logs(ctx, nil)
-	if err != nil {
-		return nil, err
+		return nil, invalidf("box: Run.Logs needs a Run that a call on a box returned; this one has no box")
 	}
 	from := r.Started.Truncate(time.Second)
 	var out []RunLog
-	for _, e := range all {
+	for e, err := range r.box.AllLogs(ctx) {
+		if err != nil {
+			return nil, err
+		}
 		if !e.Timestamp.Before(from) {
 			out = append(out, RunLog{Timestamp: e.Timestamp, Level: e.Level, Message: e.Message})
 		}

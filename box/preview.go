@@ -2,7 +2,6 @@ package box
 
 import (
 	"context"
-	"errors"
 
 	"github.com/upstash/box-go/gen"
 )
@@ -33,8 +32,9 @@ type PublicURLParams struct {
 }
 
 // ErrAuthConflict is returned, before any request, when PublicURLParams
-// asks for both kinds of auth. (boxd refuses the combination too.)
-var ErrAuthConflict = errors.New("box: a public URL takes BearerToken or BasicAuth, not both")
+// asks for both kinds of auth. (boxd refuses the combination too.) Like
+// every error of a call's arguments it matches ErrInvalid too.
+var ErrAuthConflict = invalidSentinel("box: a public URL takes BearerToken or BasicAuth, not both")
 
 func checkPort(port int) error {
 	if port < 1 || port > 65535 {

@@ -3,7 +3,6 @@ package box
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -49,7 +48,8 @@ const (
 // prompt schedule or back: Command is only for exec schedules, and
 // Prompt, Model and Options only for prompt schedules. The server refuses
 // such an update too (400), for schedules this Box has not seen yet.
-var ErrScheduleTypeChange = errors.New("box: a schedule's type cannot change")
+// Like every error of a call's arguments it matches ErrInvalid too.
+var ErrScheduleTypeChange = invalidSentinel("box: a schedule's type cannot change")
 
 // ScheduleInfo is what the API reports about a schedule.
 type ScheduleInfo struct {

@@ -41,7 +41,10 @@ func SchemaFor[T any]() (map[string]any, error) {
 func schemaFor(t reflect.Type) (map[string]any, *jsonschema.Resolved, error) {
 	s, err := jsonschema.ForType(t, nil)
 	if err != nil {
-		return nil, nil, fmt.Errorf("box: cannot derive a JSON schema: %w", err)
+		if field := badField(t, map[reflect.Type]bool{}); field != "" {
+			return nil, nil, invalidf("box: cannot derive a JSON schema for %s: field %s: %w", t, field, err)
+		}
+		return nil, nil, invalidf("box: cannot derive a JSON schema for %s: %w", t, err)
 	}
 	if err := applyEnums(t, s); err != nil {
 		return nil, nil, err
@@ -52,6 +55,31 @@ func schemaFor(t reflect.Type) (map[string]any, *jsonschema.Resolved, error) {
 	}
 	m, err := schemaMap(s)
 	return m, rs, err
+}
+
+// badField names the field of t (a path such as Inner.C) whose type
+// has no JSON schema, or returns "" when no field is to blame.
+func badField(t reflect.Type, seen map[reflect.Type]bool) string {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || seen[t] {
+		return ""
+	}
+	seen[t] = true
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() || f.Tag.Get("json") == "-" {
+			continue
+		}
+		if _, err := jsonschema.ForType(f.Type, nil); err != nil {
+			if sub := badField(f.Type, seen); sub != "" {
+				return f.Name + "." + sub
+			}
+			return f.Name
+		}
+	}
+	return ""
 }
 
 func schemaMap(s *jsonschema.Schema) (map[string]any, error) {
@@ -109,7 +137,7 @@ func applyEnums(t reflect.Type, s *jsonschema.Schema) error {
 				}
 				vals, err := enumValues(ft, tag)
 				if err != nil {
-					return fmt.Errorf("box: field %s: %w", f.Name, err)
+					return invalidf("box: field %s of %s: enum tag: %w", f.Name, t, err)
 				}
 				target.Enum = vals
 			}
