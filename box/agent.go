@@ -11,7 +11,6 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -581,7 +580,7 @@ func (a *Agent) request(ctx context.Context, p *AgentParams, schema map[string]a
 	if p.Webhook != nil {
 		body.Webhook = &gen.Webhook{URL: p.Webhook.URL, Headers: p.Webhook.Headers}
 	}
-	path := "/v2/box/" + url.PathEscape(a.b.id) + suffix
+	path := "/v2/box/" + encodeURIComponent(a.b.id) + suffix
 	multipartFiles := false
 	for i, f := range p.Files {
 		switch {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -86,7 +85,7 @@ func (rs *Recordings) recording(r *gen.Recording) *Recording {
 		SizeBytes: deref(r.SizeBytes), MP4SizeBytes: deref(r.Mp4SizeBytes), SegmentCount: deref(r.SegmentCount),
 		MaxDuration: time.Duration(deref(r.MaxDurationSeconds)) * time.Second, ExpiresAt: unixTime(deref(r.ExpiresAt)),
 		Markers:     make([]RecordingMarker, len(r.Markers)),
-		PlaylistURL: rs.br.b.c.BaseURL() + "/v2/box/" + url.PathEscape(rs.br.b.id) + "/browser/recordings/" + url.PathEscape(r.ID) + "/playlist",
+		PlaylistURL: rs.br.b.c.BaseURL() + "/v2/box/" + encodeURIComponent(rs.br.b.id) + "/browser/recordings/" + encodeURIComponent(r.ID) + "/playlist",
 	}
 	if r.StoppedReason != nil {
 		out.StoppedReason = string(*r.StoppedReason)

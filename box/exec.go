@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -285,7 +284,7 @@ func (e *Exec) StreamCode(ctx context.Context, params *CodeParams, opts ...Optio
 
 func (e *Exec) stream(ctx context.Context, typ RunType, suffix string, body []byte) (*ExecStream, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	req, err := e.b.c.newRequest(ctx, http.MethodPost, "/v2/box/"+url.PathEscape(e.b.id)+suffix, bytes.NewReader(body))
+	req, err := e.b.c.newRequest(ctx, http.MethodPost, "/v2/box/"+encodeURIComponent(e.b.id)+suffix, bytes.NewReader(body))
 	if err != nil {
 		cancel()
 		return nil, err

@@ -10,7 +10,6 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
-	"net/url"
 	"os"
 	"path"
 	"sync"
@@ -399,7 +398,7 @@ func (f *Files) uploadWith(ctx context.Context, parts []uploadPart, replayable b
 	if replayable {
 		ctx = withIdempotent(ctx)
 	}
-	req, err := f.b.c.newRequest(ctx, http.MethodPost, "/v2/box/"+url.PathEscape(f.b.id)+"/files/upload", nil)
+	req, err := f.b.c.newRequest(ctx, http.MethodPost, "/v2/box/"+encodeURIComponent(f.b.id)+"/files/upload", nil)
 	if err != nil {
 		return err
 	}

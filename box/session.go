@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/upstash/box-go/session"
@@ -76,7 +75,7 @@ func (e *Exec) Session(ctx context.Context, params *SessionParams, opts ...Optio
 		Rows: params.Rows,
 		Cols: params.Cols,
 	}
-	s, err := session.Dial(ctx, wsURL(c.cfg.baseURL)+"/v2/box/"+url.PathEscape(e.b.id)+"/exec-session", start, &session.Options{
+	s, err := session.Dial(ctx, wsURL(c.cfg.baseURL)+"/v2/box/"+encodeURIComponent(e.b.id)+"/exec-session", start, &session.Options{
 		HTTPClient:       c.sessionHTTPClient(),
 		HandshakeTimeout: c.cfg.requestTimeout,
 		OnStdout:         params.OnStdout,

@@ -940,16 +940,34 @@ func TestOfficialURLEncoding(t *testing.T) {
 	_, _ = b.Labels.Remove(ctx, "env:prod")
 	_ = c.SetEnv(ctx, "A:B @é/+", "v")
 	_, _ = b.Files.List(ctx, "/dir with space")
+	// A path segment with every character that needs care: the box id.
+	ob := c.newBox(&gen.BoxData{ID: odd, Status: gen.BoxStatusIdle})
+	const encoded = "sp%20ace%2Ba%26b%3Dc%25d%3Ae%40f%23g%3Fh%2F%C3%A9"
+	_, _ = ob.Files.ReadText(ctx, "x")
+	_, _ = ob.Exec.Command(ctx, "true")
+	_ = ob.Files.Write(ctx, "big", make([]byte, 100<<10))
+	if s, err := ob.Exec.Session(ctx, &SessionParams{Cmd: "true"}); err == nil {
+		s.Close()
+	}
 	want := []string{
 		"GET /v2/box/box-1/files/read?path=%2Fsp%20ace%2Ba%26b%3Dc%25d%3Ae%40f%23g%3Fh%2F%C3%A9",
 		"DELETE /v2/box/box-1/config/labels/env%3Aprod",
 		"PUT /v2/box/settings/env/A%3AB%20%40%C3%A9%2F%2B",
 		"GET /v2/box/box-1/files/list?folder=%2Fdir%20with%20space",
+		"GET /v2/box/" + encoded + "/files/read?path=%2Fworkspace%2Fhome%2Fx",
+		"POST /v2/box/" + encoded + "/exec",
+		"POST /v2/box/" + encoded + "/files/upload",
+		"GET /v2/box/" + encoded + "/exec-session",
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	if diff := cmp.Diff(want, lines); diff != "" {
 		t.Errorf("request lines (-want +got):\n%s", diff)
+	}
+	// The playlist URL is handed out, not sent: it is spelled the same.
+	rec := ob.Browser.Recordings.recording(&gen.Recording{ID: odd})
+	if want := ts.URL + "/v2/box/" + encoded + "/browser/recordings/" + encoded + "/playlist"; rec.PlaylistURL != want {
+		t.Errorf("PlaylistURL = %s, want %s", rec.PlaylistURL, want)
 	}
 }
 
