@@ -406,10 +406,12 @@ type ActResult struct {
 	CacheStatus  string
 	InputTokens  int64
 	OutputTokens int64
-	// Dialogs are the JavaScript dialogs the page opened while the action
-	// ran (at most 20). The server dismissed them, as Playwright does when
-	// nothing handles them: an alert is closed, a confirm answers false, a
-	// prompt null, and a beforeunload keeps the page.
+	// Dialogs are the JavaScript dialogs that stood in the action's way
+	// (at most 20): those the page opened while it ran, one already open
+	// when it began, and those of a popup of the page or of its opener,
+	// which block it too. The server dismissed them, as Playwright does
+	// when nothing handles them: an alert is closed, a confirm answers
+	// false, a prompt null, and a beforeunload keeps the page.
 	Dialogs []Dialog
 }
 
