@@ -214,8 +214,8 @@ func newRig(t *testing.T, roots *x509.CertPool) *rig {
 	return newRigWith(t, Config{RootCAs: roots, HostLoopback: true})
 }
 
-// newRigWith is newRig with cfg's HostLoopback, SelfPort, MaxConns and
-// RootCAs.
+// newRigWith is newRig with cfg's HostLoopback, SelfPort, MaxConns,
+// RootCAs and hostAddrs.
 func newRigWith(t *testing.T, cfg Config) *rig {
 	t.Helper()
 	ca, err := LoadCA(t.TempDir())
@@ -229,6 +229,7 @@ func newRigWith(t *testing.T, cfg Config) *rig {
 		HostLoopback: cfg.HostLoopback,
 		SelfPort:     cfg.SelfPort,
 		MaxConns:     cfg.MaxConns,
+		hostAddrs:    cfg.hostAddrs,
 		Lookup: func(id string) (*Rules, error) {
 			if id != "b1" {
 				return nil, errors.New("no such box")

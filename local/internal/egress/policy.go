@@ -188,27 +188,35 @@ func Canonical(ip netip.Addr) netip.Addr {
 
 // hostOnly reports whether the canonical address ip reaches the machine
 // boxd runs on, or its link (a cloud's metadata service), rather than the
-// network: a loopback or link-local address.
+// network, whatever the machine's interfaces: a loopback or link-local
+// address. The proxy counts the addresses of this machine's interfaces
+// as the host's too (see Proxy.refuses).
 func hostOnly(ip netip.Addr) bool {
 	return ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsInterfaceLocalMulticast()
 }
 
 // Permits reports whether the policy lets the box connect to ip, reached
 // under the name host (which may be the address itself). It decides by
-// the box's policy alone; the proxy also keeps boxes off the host (see
+// the box's policy alone, taking loopback and link-local addresses for
+// the host's; the proxy also counts every address of this machine's
+// interfaces as the host's, and keeps boxes off the host (see
 // Config.HostLoopback) and off boxd itself.
-func (p *Policy) Permits(host string, ip netip.Addr) bool { return p.refusal(host, ip) == "" }
+func (p *Policy) Permits(host string, ip netip.Addr) bool {
+	return p.refusal(host, ip, hostOnly(Canonical(ip))) == ""
+}
 
-// refusal says why the policy refuses ip under the name host: "" when it
+// refusal says why the policy refuses ip under the name host, where
+// toHost tells whether ip is the host's (see Proxy.refuses): "" when it
 // allows it, reasonNameToHost when only the address keeps an allowed name
 // from it, and otherwise the policy's mode.
 //
 // A name in allowed_domains opens the network, not the machine boxd runs
 // on: whoever answers for the name's domain picks its addresses, and may
-// point it at the host's loopback (DNS rebinding). Such an address is
-// allowed only by allowed_cidrs that cover it, or under HostAlias, which
-// boxd resolves itself and which means the host by design.
-func (p *Policy) refusal(host string, ip netip.Addr) string {
+// point it at the host's loopback or LAN address (DNS rebinding). Such an
+// address is allowed only by allowed_cidrs that cover it, or under
+// HostAlias, which boxd resolves itself and which means the host by
+// design.
+func (p *Policy) refusal(host string, ip netip.Addr, toHost bool) string {
 	switch p.mode {
 	case ModeAllowAll:
 		return ""
@@ -231,7 +239,7 @@ func (p *Policy) refusal(host string, ip netip.Addr) string {
 		}
 	}
 	if p.allowsName(host) {
-		if hostOnly(ip) && normalizeHost(host) != HostAlias {
+		if toHost && normalizeHost(host) != HostAlias {
 			return reasonNameToHost
 		}
 		return ""
@@ -277,8 +285,10 @@ func (e *DeniedError) Error() string {
 // explain.
 const (
 	reasonSelf = "it is boxd itself"
-	reasonHost = "it is this machine's own (loopback or link-local), which boxd's operator does not let boxes reach"
+	reasonHost = "it is this machine's own address (loopback, link-local or one of its network interfaces'), " +
+		"which boxd keeps boxes off unless its operator opens it to them (boxd -allow-host-loopback)"
 	// reasonNameToHost is the policy's own refusal of a name it allows
 	// that resolves to the host.
-	reasonNameToHost = "it resolves to this machine's own address (loopback or link-local), which a name in allowed_domains does not open; only allowed_cidrs that cover the address do"
+	reasonNameToHost = "it resolves to this machine's own address (loopback, link-local or one of its network interfaces'), " +
+		"which a name in allowed_domains does not open; only allowed_cidrs that cover the address do"
 )

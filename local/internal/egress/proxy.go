@@ -113,17 +113,21 @@ type Config struct {
 	RootCAs *x509.CertPool
 	// Denied, when set, is told of every connection the policy refuses.
 	Denied func(boxID string, err *DeniedError)
-	// HostLoopback lets boxes reach this machine's loopback (and
-	// link-local) addresses, where their policy allows: services a test
-	// runs on 127.0.0.1, say, under allow-all, as HostAlias, or by
-	// allowed_cidrs that cover them (a name in allowed_domains alone does
-	// not lead there; see Policy.Permits). Without it no box ever reaches
-	// them, under any policy: allow-all means the network, not the
-	// machine boxd runs on.
+	// HostLoopback lets boxes reach this machine, where their policy
+	// allows: its loopback and link-local addresses, and every address
+	// of its network interfaces (its LAN address, a bridge's), which
+	// reach it as surely. A box reaches services a test runs on
+	// 127.0.0.1, say, under allow-all, as HostAlias, or by allowed_cidrs
+	// that cover them (a name in allowed_domains alone does not lead
+	// there; see Policy.Permits). Without it no box ever reaches them,
+	// under any policy: allow-all means the network, not the machine
+	// boxd runs on. Other machines, those of the LAN included, are the
+	// network.
 	HostLoopback bool
 	// SelfPort reports whether port is one that boxd itself listens on
 	// (its API, its SSH server). Boxes never reach such a port on this
-	// machine, whatever else allows it.
+	// machine, by a loopback address or any of its interfaces', whatever
+	// else allows it.
 	SelfPort func(port uint16) bool
 	// MaxConns bounds the connections one box may have open to the
 	// proxy at once (default 256); past it the box's new connections
@@ -138,6 +142,10 @@ type Config struct {
 	MaxConns int
 	// Log receives the proxy's own problems (never headers).
 	Log *slog.Logger
+
+	// hostAddrs lists this machine's addresses; nil lists its
+	// interfaces' (net.InterfaceAddrs). Tests set their own.
+	hostAddrs func() ([]netip.Addr, error)
 }
 
 // IdleUpstream is how many idle connections to upstream hosts the proxy
@@ -150,6 +158,7 @@ type Proxy struct {
 	cfg      Config
 	tlsUp    *tls.Config
 	errorLog *log.Logger
+	host     *hostAddrs
 
 	mu     sync.Mutex
 	boxes  map[string]*boxProxy
@@ -165,7 +174,7 @@ func New(cfg Config) *Proxy {
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = 256
 	}
-	p := &Proxy{cfg: cfg, boxes: map[string]*boxProxy{}}
+	p := &Proxy{cfg: cfg, boxes: map[string]*boxProxy{}, host: newHostAddrs(cfg.hostAddrs, cfg.Log)}
 	p.errorLog = slog.NewLogLogger(cfg.Log.Handler(), slog.LevelDebug)
 	// Verification is done by verify, which also accepts RootCAs.
 	p.tlsUp = &tls.Config{InsecureSkipVerify: true, VerifyConnection: p.verify, MinVersion: tls.VersionTLS12}
@@ -317,14 +326,22 @@ func (p *Proxy) resolve(ctx context.Context, host string) ([]netip.Addr, error) 
 // canonical address ip at port under the name host: "" when it may, a
 // reason for a destination refused whatever the policy, or the policy's
 // own refusal (see Policy.refusal).
+//
+// The host is every address that reaches this machine: loopback, any
+// address of its interfaces, and link-local ones (which reach it or its
+// link: a cloud's metadata service). boxd's own ports at this machine's
+// addresses are refused whatever the policy, the rest of the host unless
+// Config.HostLoopback.
 func (p *Proxy) refuses(pol *Policy, host string, ip netip.Addr, port uint16) string {
+	own := ip.IsLoopback() || p.host.has(ip)
+	toHost := own || hostOnly(ip)
 	switch {
-	case p.isSelf(ip, port):
+	case own && p.cfg.SelfPort != nil && p.cfg.SelfPort(port):
 		return reasonSelf
-	case hostOnly(ip) && !p.cfg.HostLoopback:
+	case toHost && !p.cfg.HostLoopback:
 		return reasonHost
 	}
-	return pol.refusal(host, ip)
+	return pol.refusal(host, ip, toHost)
 }
 
 // reasonRank orders the reasons a destination is refused by how much
@@ -339,15 +356,6 @@ func reasonRank(why string) int {
 		return 1
 	}
 	return 0
-}
-
-// isSelf reports whether ip:port is boxd's own listener: one of its ports
-// at a loopback address or any address of this machine.
-func (p *Proxy) isSelf(ip netip.Addr, port uint16) bool {
-	if p.cfg.SelfPort == nil || !p.cfg.SelfPort(port) {
-		return false
-	}
-	return ip.IsLoopback() || localAddrs.has(ip)
 }
 
 // permitted returns the canonical addresses of host that the box may
@@ -399,32 +407,6 @@ func (p *Proxy) permitted(ctx context.Context, pol *Policy, host, port string) (
 		return 1
 	})
 	return ok, nil
-}
-
-// localAddrs caches the addresses of this machine's interfaces.
-var localAddrs = &addrCache{}
-
-type addrCache struct {
-	mu    sync.Mutex
-	at    time.Time
-	addrs map[netip.Addr]bool
-}
-
-func (c *addrCache) has(ip netip.Addr) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if time.Since(c.at) > 5*time.Second {
-		c.addrs = map[netip.Addr]bool{}
-		if as, err := net.InterfaceAddrs(); err == nil {
-			for _, a := range as {
-				if pf, err := netip.ParsePrefix(a.String()); err == nil {
-					c.addrs[Canonical(pf.Addr())] = true
-				}
-			}
-		}
-		c.at = time.Now()
-	}
-	return c.addrs[ip]
 }
 
 // boxProxy is the proxy of one box.
