@@ -103,7 +103,8 @@ func compilePolicy(np *gen.NetworkPolicy) (*egress.Policy, error) {
 }
 
 // logDenied notes a refused connection in the box's log, once a minute
-// per destination.
+// per destination, with the reason when it is not the policy's mode (the
+// host, or boxd itself).
 func (n *network) logDenied(boxID string, e *egress.DeniedError) {
 	k := boxID + "\x00" + e.Host
 	now := time.Now()
@@ -117,7 +118,11 @@ func (n *network) logDenied(boxID string, e *egress.DeniedError) {
 	}
 	n.deniedMu.Unlock()
 	if !seen || now.Sub(last) >= time.Minute {
-		n.s.logf(boxID, "warn", "system", fmt.Sprintf("outbound connection to %s refused by the network policy (%s)", e.Host, e.Mode))
+		msg := fmt.Sprintf("outbound connection to %s refused by the network policy (%s)", e.Host, e.Mode)
+		if e.Reason != "" {
+			msg = fmt.Sprintf("outbound connection to %s refused: %s", e.Host, e.Reason)
+		}
+		n.s.logf(boxID, "warn", "system", msg)
 	}
 }
 

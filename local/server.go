@@ -84,15 +84,21 @@ type Config struct {
 	// connections boxd opens to add a box's attach_headers (tests use it
 	// for their own HTTPS servers).
 	EgressRootCAs *x509.CertPool
-	// AllowHostLoopback lets boxes reach services on this machine's
-	// loopback (127.0.0.1, ::1, also as host.boxd.internal) and link-local
-	// addresses, where their network policy allows the address; a name in
+	// AllowHostLoopback lets boxes reach services on this machine, where
+	// their network policy allows the address: on its loopback
+	// (127.0.0.1, ::1, also as host.boxd.internal), its link-local
+	// addresses, and every address of its network interfaces (its LAN
+	// address, a bridge's such as docker0's), which reach a service
+	// listening on all interfaces as surely as 127.0.0.1 does. A name in
 	// allowed_domains leads there only as host.boxd.internal, or where
 	// allowed_cidrs cover the address too. Off (the default of cmd/boxd),
 	// no box reaches them under any policy: allow-all means the network,
-	// not the machine boxd runs on. boxtest and the embedded backend turn
-	// it on, for tests whose servers listen on 127.0.0.1. boxd's own API
-	// and SSH server are never reachable from a box either way.
+	// not the machine boxd runs on; other machines, those of the LAN
+	// included, stay reachable. boxd lists the machine's addresses again
+	// every second, so an address an interface gains counts within it.
+	// boxtest and the embedded backend turn it on, for tests whose
+	// servers listen on 127.0.0.1. boxd's own API and SSH server are
+	// never reachable from a box either way, on any of these addresses.
 	AllowHostLoopback bool
 	// EgressResolver resolves the host names boxes connect to, before
 	// their network policy is applied; nil uses the system resolver. The
