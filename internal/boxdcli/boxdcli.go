@@ -61,7 +61,7 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 	isolation := fl.String("isolation", local.IsolationBwrap, "box isolation: bwrap, or none (no isolation at all)")
 	githubURL := fl.String("github-url", "https://github.com", "GitHub for git clone of owner/repo, the box's git token, pull requests and issues")
 	githubAPIURL := fl.String("github-api-url", "", "GitHub REST API (default https://api.github.com, or {github-url}/api/v3 for another -github-url)")
-	hostLoopback := fl.Bool("allow-host-loopback", false, "let boxes reach services on this machine's loopback (127.0.0.1, host.boxd.internal) where their network policy allows the address (a name in allowed_domains leads there only as host.boxd.internal); off by default; boxd's own API and SSH server stay out of reach either way")
+	hostLoopback := fl.Bool("allow-host-loopback", false, "let boxes reach services on this machine (its loopback, 127.0.0.1 or host.boxd.internal, and the addresses of its network interfaces) where their network policy allows the address (a name in allowed_domains leads there only as host.boxd.internal or where allowed_cidrs cover it); off by default; boxd's own API and SSH server stay out of reach either way")
 	providers := map[string]string{}
 	fl.Func("model-provider-url", "the base URL of a model provider, as `provider=URL`, for the agent CLIs and the browser's AI operations, e.g. anthropic=https://llm.internal or openai=http://127.0.0.1:4000/v1 (repeatable; providers: anthropic, openai, openrouter, vercel; a loopback URL reaches boxes as host.boxd.internal)", pairInto(providers, "provider", "URL"))
 	sshAddr := fl.String("ssh-addr", "", "address to serve SSH on (ssh <box-id>@host -p port, the API key as the password); off when empty")
