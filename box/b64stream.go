@@ -45,7 +45,7 @@ func (c *b64Content) reset(body io.ReadCloser) error {
 	dec := json.NewDecoder(body)
 	tok, err := dec.Token()
 	if err != nil {
-		return fmt.Errorf("%w: %v", errBadContent, err)
+		return bodyErr(err)
 	}
 	if tok != json.Delim('{') {
 		return fmt.Errorf("%w: not an object", errBadContent)
@@ -53,7 +53,7 @@ func (c *b64Content) reset(body io.ReadCloser) error {
 	for {
 		tok, err := dec.Token()
 		if err != nil {
-			return fmt.Errorf("%w: %v", errBadContent, err)
+			return bodyErr(err)
 		}
 		key, ok := tok.(string)
 		if !ok {
@@ -64,7 +64,7 @@ func (c *b64Content) reset(body io.ReadCloser) error {
 		}
 		var skip json.RawMessage
 		if err := dec.Decode(&skip); err != nil {
-			return fmt.Errorf("%w: %v", errBadContent, err)
+			return bodyErr(err)
 		}
 	}
 	rest := io.MultiReader(dec.Buffered(), body)
@@ -79,7 +79,7 @@ func (c *b64Content) reset(body io.ReadCloser) error {
 	for {
 		b, err := c.br.ReadByte()
 		if err != nil {
-			return fmt.Errorf("%w: %v", errBadContent, unexpected(err))
+			return unexpected(err)
 		}
 		switch {
 		case b == ' ' || b == '\t' || b == '\n' || b == '\r':
@@ -93,11 +93,24 @@ func (c *b64Content) reset(body io.ReadCloser) error {
 	}
 }
 
+// unexpected is the error of reading a response that ends too early, or
+// cannot be read on (a cancelled context, a cut connection): the body's own
+// error, io.ErrUnexpectedEOF for an end, and not errBadContent, so that
+// callers can tell a failed transfer from a malformed answer.
 func unexpected(err error) error {
 	if err == io.EOF {
 		return io.ErrUnexpectedEOF
 	}
 	return err
+}
+
+// bodyErr is the error of the JSON decoder walking to the content: what it
+// cannot parse is a malformed response, the rest is the body's own error.
+func bodyErr(err error) error {
+	if se := (*json.SyntaxError)(nil); errors.As(err, &se) {
+		return fmt.Errorf("%w: %v", errBadContent, err)
+	}
+	return unexpected(err)
 }
 
 // Read reads decoded bytes; io.EOF comes at the end of the string.
@@ -166,7 +179,7 @@ func (c *b64Content) text(dst []byte) (int, error) {
 			break
 		}
 		if _, err := c.br.Peek(1); err != nil {
-			return n, fmt.Errorf("%w: %v", errBadContent, unexpected(err))
+			return n, unexpected(err)
 		}
 		buf, _ := c.br.Peek(min(c.br.Buffered(), len(dst)-n))
 		seg := buf
@@ -189,15 +202,17 @@ func (c *b64Content) text(dst []byte) (int, error) {
 		}
 		e, err := c.br.ReadByte()
 		if err != nil {
-			return n, fmt.Errorf("%w: %v", errBadContent, unexpected(err))
+			return n, unexpected(err)
 		}
 		switch e {
+		case 'n', 'r':
+			continue // base64 wrapped in lines: the breaks are no data
 		case '/', '\\', '"':
 			dst[n] = e
 		case 'u':
 			var hex [4]byte
 			if _, err := io.ReadFull(c.br, hex[:]); err != nil {
-				return n, fmt.Errorf("%w: %v", errBadContent, unexpected(err))
+				return n, unexpected(err)
 			}
 			v, err := strconv.ParseUint(string(hex[:]), 16, 16)
 			if err != nil || v >= 0x80 {
