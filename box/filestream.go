@@ -7,9 +7,11 @@ import (
 	"io"
 	"io/fs"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -56,6 +58,7 @@ type FileReader struct {
 	want     int64 // what the open chunk asked for, and
 	got      int64 // what it has given so far
 	eof      bool
+	err      error // the first error of a ranged read, returned from then on
 }
 
 // rangeChunk is how much one request of a ranged read fetches, the most
@@ -142,6 +145,24 @@ func (r *FileReader) next() error {
 
 // readRange reads the next bytes of a range.
 func (r *FileReader) readRange(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	n, err := r.readChunks(p)
+	if err != nil && err != io.EOF {
+		// The chunk may be cut anywhere: nothing after it is read.
+		r.err = err
+		if r.open {
+			r.chunk.Close()
+			r.open = false
+		}
+	}
+	return n, err
+}
+
+// readChunks reads the range on from the open chunk, fetching the next
+// when it ends.
+func (r *FileReader) readChunks(p []byte) (int, error) {
 	for {
 		if !r.open {
 			if r.eof {
@@ -483,15 +504,25 @@ feed:
 	return written, ctx.Err()
 }
 
-// downloadInto streams the box file remote into rel under root.
+// downloadInto streams the box file remote into rel under root. The file
+// is written under a temporary name beside rel and renamed into place when
+// it is whole: a download that fails, or is cancelled because another
+// failed, leaves no part of a file behind, nor a cut one in place of a
+// file that was there before.
 func (f *Files) downloadInto(ctx context.Context, what string, root *os.Root, remote, rel string, report func(int64)) error {
 	r, err := f.open(ctx, remote, nil)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	out, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	tmp := filepath.Join(filepath.Dir(rel), "."+filepath.Base(rel)+".box-download-"+strconv.FormatUint(rand.Uint64(), 36))
+	out, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
+		return fmt.Errorf("box: %s %s: %w", what, remote, err)
+	}
+	fail := func(err error) error {
+		out.Close()
+		_ = root.Remove(tmp)
 		return fmt.Errorf("box: %s %s: %w", what, remote, err)
 	}
 	bp := copyBufs.Get().(*[]byte)
@@ -500,8 +531,7 @@ func (f *Files) downloadInto(ctx context.Context, what string, root *os.Root, re
 		n, rerr := r.Read(*bp)
 		if n > 0 {
 			if _, err := out.Write((*bp)[:n]); err != nil {
-				out.Close()
-				return fmt.Errorf("box: %s %s: %w", what, remote, err)
+				return fail(err)
 			}
 			report(int64(n))
 		}
@@ -509,11 +539,18 @@ func (f *Files) downloadInto(ctx context.Context, what string, root *os.Root, re
 			break
 		}
 		if rerr != nil {
-			out.Close()
-			return fmt.Errorf("box: %s %s: %w", what, remote, rerr)
+			return fail(rerr)
 		}
 	}
-	return out.Close()
+	if err := out.Close(); err != nil {
+		_ = root.Remove(tmp)
+		return fmt.Errorf("box: %s %s: %w", what, remote, err)
+	}
+	if err := root.Rename(tmp, rel); err != nil {
+		_ = root.Remove(tmp)
+		return fmt.Errorf("box: %s %s: %w", what, remote, err)
+	}
+	return nil
 }
 
 // uploadOnce is upload for parts that can be read only once: the request

@@ -258,6 +258,23 @@ func TestFileErrorsFollowIOFS(t *testing.T) {
 	if b.Cwd() != box.WorkspaceHome {
 		t.Errorf("a failed Cd moved to %s", b.Cwd())
 	}
+	// An answer about the box rather than the path is no io/fs error: a
+	// deleted box's files are not missing files.
+	gone := newBox(t, srv, nil)
+	if err := gone.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for name, fn := range map[string]func() error{
+		"Read":   func() error { _, err := gone.Files.Read(ctx, "here.txt"); return err },
+		"Write":  func() error { return gone.Files.Write(ctx, "x", big) },
+		"Remove": func() error { return gone.Files.Remove(ctx, "x", nil) },
+	} {
+		err := fn()
+		var apiErr *box.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s in a deleted box = %v, want a 404 *box.Error that is not fs.ErrNotExist", name, err)
+		}
+	}
 	for name, err := range map[string]error{
 		"Open":      func() error { _, err := b.Files.Open(ctx, "", nil); return err }(),
 		"OpenRange": func() error { _, err := b.Files.OpenRange(ctx, "x", -1, 1, nil); return err }(),
@@ -402,5 +419,53 @@ func TestFSView(t *testing.T) {
 	}
 	if _, err := fsys.Open("../x"); !errors.Is(err, fs.ErrInvalid) {
 		t.Errorf("Open of ../x = %v", err)
+	}
+}
+
+// TestDownloadLeavesNoPartialFiles: when one file of a download fails,
+// the downloads it cancels leave nothing cut behind: each local file is
+// whole or untouched, and no temporary file stays.
+func TestDownloadLeavesNoPartialFiles(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t)
+	b := newBox(t, srv, nil)
+	ctx := t.Context()
+	if mustRun(t, b, "id -u").Stdout == "0\n" {
+		t.Skip("the box runs as root: no unreadable file to fail the download")
+	}
+	// 12 files of 4 MiB, and one in the middle that cannot be read.
+	mustRun(t, b, "mkdir out && for i in $(seq -w 0 11); do head -c 4194304 /dev/urandom > out/f$i; done && echo x > out/f05b && chmod 000 out/f05b")
+	for _, recursive := range []bool{false, true} {
+		dest := t.TempDir()
+		// A file that was there before keeps its content unless it is
+		// replaced whole.
+		if err := os.WriteFile(filepath.Join(dest, "f10"), []byte("before"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := b.Files.Download(ctx, &box.DownloadParams{Folder: "out", Dest: dest, Recursive: recursive})
+		if !errors.Is(err, fs.ErrPermission) {
+			t.Fatalf("Download (recursive %v) = %v, want the unreadable file's fs.ErrPermission", recursive, err)
+		}
+		entries, err := os.ReadDir(dest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			got, err := os.ReadFile(filepath.Join(dest, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Name() == "f10" && string(got) == "before" {
+				continue
+			}
+			want, err := b.Files.Read(ctx, "out/"+e.Name())
+			if err != nil {
+				t.Errorf("%s is left locally: %v", e.Name(), err)
+				continue
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s is left with %d of its %d bytes", e.Name(), len(got), len(want))
+			}
+		}
 	}
 }
