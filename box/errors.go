@@ -97,18 +97,20 @@ func (e *Error) Error() string {
 }
 
 // Is reports whether e, the answer to a file call, means target, one of
-// fs.ErrNotExist, fs.ErrExist and fs.ErrPermission.
+// fs.ErrNotExist, fs.ErrExist and fs.ErrPermission. An answer about the box
+// rather than the path (the API's "box not found", or "forbidden" for a
+// key without access) means none of them.
 func (e *Error) Is(target error) bool {
 	if !isFileCall(e.Path) {
 		return false
 	}
 	switch e.StatusCode {
 	case http.StatusNotFound:
-		return target == fs.ErrNotExist
+		return target == fs.ErrNotExist && !strings.EqualFold(e.Message, "box not found")
 	case http.StatusConflict:
 		return target == fs.ErrExist
 	case http.StatusForbidden:
-		return target == fs.ErrPermission
+		return target == fs.ErrPermission && !strings.EqualFold(e.Message, "forbidden")
 	}
 	return false
 }
