@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -121,6 +122,9 @@ func (a *app) initDemoCmd() *cobra.Command {
 		Short: "Make a small Go program that uses the SDK (default ./box-demo), and offer to run it",
 		Args:  rangeArgs(0, 1, "at most one directory"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if a.json && runIt {
+				return usageError{errors.New("--json only writes the files; run the program without it")}
+			}
 			dir := "box-demo"
 			if len(args) == 1 {
 				dir = args[0]

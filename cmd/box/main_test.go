@@ -194,6 +194,7 @@ func TestErrors(t *testing.T) {
 		{[]string{"exec", "box-x", "ls"}, 2, "--"},
 		{[]string{"create", "--env", "nokey"}, 2, "KEY=VALUE"},
 		{[]string{"cp", "a", "b"}, 2, "one side"},
+		{[]string{"init-demo", "--json", "--run", "never-written"}, 2, "--json only writes"},
 		{[]string{"create", "--agent-api-key", "sk-ant-secret-value"}, 2, "--agent-model"},
 		{[]string{"create", "--runtime", "cobol", "--git-token", "ghp_secret_value"}, 1, "runtime"},
 	} {
