@@ -48,6 +48,9 @@ type RecorderConfig struct {
 	IdleTimeout time.Duration
 	// FPS is the video's frame rate (default 10).
 	FPS int
+
+	// beforeFollow, in tests, runs before each look for the foreground.
+	beforeFollow func()
 }
 
 // Marker is a chapter of a recording: a time when another tab came to the
@@ -88,8 +91,11 @@ type Recorder struct {
 	activity atomic.Int64 // unix nanoseconds of the last activity
 	stopReq  chan string
 	stopOnce sync.Once
-	done     chan struct{}
-	result   Result
+	// stopAt is when Stop was first called: the recording ends there,
+	// however long its loop takes to notice (it may be attaching to a tab).
+	stopAt atomic.Pointer[time.Time]
+	done   chan struct{}
+	result Result
 
 	mu      sync.Mutex
 	markers []Marker
@@ -154,7 +160,11 @@ func (r *Recorder) Markers() []Marker {
 // Stop stops the recording with reason (unless it already stopped), and
 // waits until its files are final.
 func (r *Recorder) Stop(reason string) Result {
-	r.stopOnce.Do(func() { r.stopReq <- reason })
+	r.stopOnce.Do(func() {
+		now := time.Now()
+		r.stopAt.Store(&now)
+		r.stopReq <- reason
+	})
 	return r.Result()
 }
 
@@ -194,6 +204,9 @@ loop:
 			fw.frame(f.JPEG)
 			r.Touch()
 		case <-tick.C:
+			if r.stopAt.Load() != nil {
+				continue // the stop is on its way: record nothing past it
+			}
 			// Now, not the tick's time: a tick can wait in its channel.
 			now := time.Now()
 			el := now.Sub(r.start)
@@ -210,6 +223,9 @@ loop:
 			// second while there is none.
 			ticks++
 			if cur != "" || ticks%5 == 1 {
+				if r.cfg.beforeFollow != nil {
+					r.cfg.beforeFollow()
+				}
 				r.follow(ctx, &cur, &frames, &unwatch, el)
 			}
 			if cur != "" && ticks%fps == 0 {
@@ -225,7 +241,11 @@ loop:
 	unwatch()
 	unwatch = func() {}
 	if reason != StopMaxDuration {
-		fw.advance(time.Since(r.start))
+		end := time.Now()
+		if at := r.stopAt.Load(); at != nil {
+			end = *at
+		}
+		fw.advance(end.Sub(r.start))
 	}
 	written, werr := fw.close()
 	r.result = r.finish(reason, written, werr)
