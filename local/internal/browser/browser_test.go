@@ -3,6 +3,7 @@ package browser
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -384,26 +385,8 @@ func TestDialogBeforeAttach(t *testing.T) {
 	defer cancel()
 
 	// A CDP client of its own creates the target; boxd has not seen it.
-	client, _, err := websocket.Dial(ctx, ws, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.CloseNow()
-	if err := wsjson.Write(ctx, client, map[string]any{"id": 1, "method": "Target.createTarget", "params": map[string]any{"url": base + "/alert-on-load"}}); err != nil {
-		t.Fatal(err)
-	}
-	var created struct {
-		ID     int `json:"id"`
-		Result struct {
-			TargetID string `json:"targetId"`
-		} `json:"result"`
-	}
-	for created.ID != 1 {
-		if err := wsjson.Read(ctx, client, &created); err != nil {
-			t.Fatal(err)
-		}
-	}
-	id := created.Result.TargetID
+	client := dialCDP(t, ws)
+	id := client.createTarget(ctx, base+"/alert-on-load")
 	waitTab(t, c, func(tab Tab) bool { return tab.ID == id && tab.Title == "Alerting" })
 	opCtx, opCancel := context.WithTimeout(ctx, 10*time.Second)
 	dialogs, err := c.Perform(opCtx, id, Action{Selector: "p"})
@@ -435,6 +418,103 @@ func TestDialogBeforeAttach(t *testing.T) {
 			t.Errorf("content of %s while the popup alerts: %+v, %v", tc.name, got, err)
 		}
 	}
+}
+
+// TestWatchDialogBeforeAttach watches a tab whose page alerts while it
+// loads, created by a CDP client before boxd attached to it, as the live
+// view and a recording do when such a page comes to the foreground. The
+// dialog blocks the tab, boxd's attach included: the watch dismisses it,
+// as boxd's other calls do, and the frames come.
+func TestWatchDialogBeforeAttach(t *testing.T) {
+	c, ws := launchChromium(t)
+	base := site(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	id := dialCDP(t, ws).createTarget(ctx, base+"/alert-on-load")
+	waitTab(t, c, func(tab Tab) bool { return tab.ID == id && tab.Title == "Alerting" })
+
+	// An attach the dialog blocks waits for its 30 s watchdog.
+	start := time.Now()
+	wctx, wcancel := context.WithTimeout(ctx, 15*time.Second)
+	frames, stop, err := c.Watch(wctx, id)
+	wcancel()
+	if err != nil {
+		t.Fatalf("watching a tab whose dialog opened before boxd attached: %v after %v", err, time.Since(start))
+	}
+	defer stop()
+	select {
+	case f, ok := <-frames:
+		if !ok {
+			t.Fatal("the screencast ended")
+		}
+		t.Logf("first frame of %d bytes after %v", len(f.JPEG), time.Since(start))
+	case <-time.After(10 * time.Second):
+		t.Fatal("no frame within 10s of the watch")
+	}
+}
+
+// cdpClient is a test's own CDP client of the browser, as a program that
+// drives it over CDP (Playwright, Puppeteer) is.
+type cdpClient struct {
+	t    *testing.T
+	conn *websocket.Conn
+	next int
+}
+
+// dialCDP connects a CDP client to the browser's DevTools WebSocket URL.
+func dialCDP(t *testing.T, ws string) *cdpClient {
+	t.Helper()
+	conn, _, err := websocket.Dial(t.Context(), ws, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.CloseNow() })
+	return &cdpClient{t: t, conn: conn}
+}
+
+// call sends a command of the browser's session, waits for its answer
+// (skipping the events before it) and decodes its result into res, unless
+// res is nil.
+func (cl *cdpClient) call(ctx context.Context, method string, params, res any) {
+	cl.t.Helper()
+	cl.next++
+	id := cl.next
+	if err := wsjson.Write(ctx, cl.conn, map[string]any{"id": id, "method": method, "params": params}); err != nil {
+		cl.t.Fatal(err)
+	}
+	for {
+		var msg struct {
+			ID     int             `json:"id"`
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if err := wsjson.Read(ctx, cl.conn, &msg); err != nil {
+			cl.t.Fatalf("%s: %v", method, err)
+		}
+		if msg.ID != id {
+			continue
+		}
+		if msg.Error != nil {
+			cl.t.Fatalf("%s: %s", method, msg.Error)
+		}
+		if res != nil {
+			if err := json.Unmarshal(msg.Result, res); err != nil {
+				cl.t.Fatalf("%s: %v", method, err)
+			}
+		}
+		return
+	}
+}
+
+// createTarget opens a page at url, as a CDP client does, and returns its
+// target id.
+func (cl *cdpClient) createTarget(ctx context.Context, url string) string {
+	cl.t.Helper()
+	var res struct {
+		TargetID string `json:"targetId"`
+	}
+	cl.call(ctx, "Target.createTarget", map[string]any{"url": url}, &res)
+	return res.TargetID
 }
 
 // waitTab waits up to 10 s for a tab that ok accepts.

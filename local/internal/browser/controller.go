@@ -373,16 +373,28 @@ func (c *Controller) attach(ctx context.Context, id string) (*tab, error) {
 // begin attaches to the tab the first time, brings it to the foreground if
 // front is set, and waits for the operation that runs on it.
 func (c *Controller) begin(ctx context.Context, id string, front bool) (*tab, error) {
-	c.dialogs.hold(id)
-	t, err := c.attach(ctx, id)
+	t, err := c.attachHeld(ctx, id)
 	if err != nil {
-		c.dialogs.release(id)
 		return nil, err
 	}
 	if front {
 		c.Touch(id)
 	}
 	t.op.Lock()
+	return t, nil
+}
+
+// attachHeld is attach under a hold of the tab's dialogs (see begin), so
+// that a dialog standing open in the tab, or in a page that shares its
+// renderer, does not block the attach. Unless it fails, the caller ends
+// the hold with c.dialogs.release(id).
+func (c *Controller) attachHeld(ctx context.Context, id string) (*tab, error) {
+	c.dialogs.hold(id)
+	t, err := c.attach(ctx, id)
+	if err != nil {
+		c.dialogs.release(id)
+		return nil, err
+	}
 	return t, nil
 }
 

@@ -89,11 +89,20 @@ func (cs *caster) finish() {
 // current image of the page; stop ends the watch. The channel is closed
 // when the tab or the browser goes away. Frames come when the page
 // changes, so a still page sends none after the first.
+//
+// A JavaScript dialog that stands open in the tab, or in a page that
+// shares its renderer, when the watch begins, or opens while boxd
+// attaches to the tab, is dismissed as for boxd's other calls (see
+// begin): it would block the attach. Watch does not report it: those who
+// watch, the live view and recordings, show pages and have nobody to tell
+// (only an action reports dialogs, those it met). Dialogs that open later,
+// while the tab is watched, are left to the CDP client that caused them.
 func (c *Controller) Watch(ctx context.Context, id string) (frames <-chan *Frame, stop func(), err error) {
-	t, err := c.attach(ctx, id)
+	t, err := c.attachHeld(ctx, id)
 	if err != nil {
 		return nil, nil, err
 	}
+	c.dialogs.release(id)
 	c.mu.Lock()
 	cs := t.cast
 	if cs == nil || cs.ended() {
