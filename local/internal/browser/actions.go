@@ -139,11 +139,11 @@ func (c *Controller) Perform(ctx context.Context, id string, a Action) ([]Dialog
 	if err := CheckAction(a); err != nil {
 		return nil, err
 	}
-	t, err := c.begin(ctx, id, true)
+	t, ctx, err := c.begin(ctx, id, true)
 	if err != nil {
 		return nil, err
 	}
-	err = c.wrap(t.perform(ctx, a))
+	err = c.opErr(ctx, t.perform(ctx, a))
 	return c.end(t), err
 }
 
@@ -253,15 +253,15 @@ func (t *tab) perform(ctx context.Context, a Action) error {
 		}
 		return err
 	}
-	t.settle(lifecycle, stop)
+	t.settle(wctx, lifecycle, stop)
 	return nil
 }
 
 // settle waits briefly (300 ms) for a navigation of the tab's page that an
 // action may have started, and if one starts, for the load of the
 // document it leads to, at most 15 seconds. stop ends lifecycle, the
-// page's lifecycle events since before the action.
-func (t *tab) settle(lifecycle iter.Seq2[page.EventLifecycleEvent, error], stop context.CancelFunc) {
+// page's lifecycle events since before the action, which end with ctx.
+func (t *tab) settle(ctx context.Context, lifecycle iter.Seq2[page.EventLifecycleEvent, error], stop context.CancelFunc) {
 	frame := cdp.FrameID(t.id) // a page's main frame has its target's id
 	var started atomic.Bool
 	quiet := time.AfterFunc(300*time.Millisecond, func() {
@@ -282,7 +282,7 @@ func (t *tab) settle(lifecycle iter.Seq2[page.EventLifecycleEvent, error], stop 
 			}
 		}
 	}
-	_ = reached(noted, frame, "", "load") // ends with the page, or with stop
+	_ = reached(ctx, noted, frame, "", "load") // ends with the page, or with stop
 }
 
 // keyOf maps a key name (as Playwright and DOM spell them) or a single
@@ -305,7 +305,7 @@ func keyOf(name string) (string, error) {
 
 // Exists reports whether an element matches selector in a tab now.
 func (c *Controller) Exists(ctx context.Context, id, selector string) (bool, error) {
-	t, err := c.begin(ctx, id, false)
+	t, ctx, err := c.begin(ctx, id, false)
 	if err != nil {
 		return false, err
 	}
@@ -316,5 +316,5 @@ func (c *Controller) Exists(ctx context.Context, id, selector string) (bool, err
 	if errors.As(err, &ex) {
 		return false, nil
 	}
-	return ok, c.wrap(err)
+	return ok, c.opErr(ctx, err)
 }

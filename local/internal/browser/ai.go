@@ -81,14 +81,14 @@ const snapshotJS = `(() => {
 
 // Snapshot reads a tab as the AI operations present it to a model.
 func (c *Controller) Snapshot(ctx context.Context, id string) (*Snapshot, error) {
-	t, err := c.begin(ctx, id, true)
+	t, ctx, err := c.begin(ctx, id, true)
 	if err != nil {
 		return nil, err
 	}
 	defer c.end(t)
 	var s Snapshot
 	if err := t.eval(ctx, fmt.Sprintf(snapshotJS, maxSnapshotElements, maxSnapshotText), &s); err != nil {
-		return nil, c.wrap(err)
+		return nil, c.opErr(ctx, err)
 	}
 	return &s, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -453,6 +454,83 @@ func TestWatchDialogBeforeAttach(t *testing.T) {
 	}
 }
 
+// TestCloseTabWhileNavigating closes a tab while a navigation waits on it,
+// boxd's CloseTab or a CDP client closing it: before its document
+// answers, and while a subresource holds its load event back. The
+// navigation fails as one on a tab that does not exist does, with ErrNoTab
+// (a 404 of the API), once the tab is gone, and does not wait for its
+// timeout.
+func TestCloseTabWhileNavigating(t *testing.T) {
+	c, ws := launchChromium(t)
+	requested := make(chan string, 16)
+	release := make(chan struct{})
+	mux := http.NewServeMux()
+	hang := func(w http.ResponseWriter, r *http.Request) {
+		requested <- r.URL.Path
+		select { // until the browser gives up on it
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}
+	mux.HandleFunc("/hang", hang)
+	mux.HandleFunc("/hang.gif", hang)
+	mux.HandleFunc("/held-load", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `<!doctype html><title>Held</title><img src="/hang.gif">`)
+	})
+	ts := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		close(release)
+		ts.Close()
+	})
+	client := dialCDP(t, ws)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	for _, tc := range []struct{ name, path, held string }{
+		{"document", "/hang", "/hang"},
+		{"load", "/held-load", "/hang.gif"},
+	} {
+		for _, closer := range []string{"CloseTab", "CDP"} {
+			tab, err := c.NewTab(ctx, "about:blank", WaitLoad, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := c.Goto(ctx, tab.ID, ts.URL+tc.path, WaitLoad, 2*time.Minute)
+				done <- err
+			}()
+			select {
+			case path := <-requested:
+				if path != tc.held {
+					t.Fatalf("%s: the browser asked for %s first, want %s", tc.name, path, tc.held)
+				}
+			case err := <-done:
+				t.Fatalf("%s: Goto returned before the server answered: %v", tc.name, err)
+			}
+			if closer == "CloseTab" {
+				if err := c.CloseTab(ctx, tab.ID); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				client.call(ctx, "Target.closeTarget", map[string]any{"targetId": tab.ID}, nil)
+				// Chromium answers before the tab is gone, and can keep a
+				// tab that loads a while longer (seen under load): boxd
+				// learns that it closed when the browser does.
+				client.waitGone(ctx, tab.ID, time.Minute)
+			}
+			start := time.Now()
+			select {
+			case err := <-done:
+				if !errors.Is(err, ErrNoTab) {
+					t.Errorf("%s closed by %s: Goto = %v, want ErrNoTab", tc.name, closer, err)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatalf("%s closed by %s: Goto still waits %v after the tab closed", tc.name, closer, time.Since(start))
+			}
+		}
+	}
+}
+
 // cdpClient is a test's own CDP client of the browser, as a program that
 // drives it over CDP (Playwright, Puppeteer) is.
 type cdpClient struct {
@@ -477,6 +555,14 @@ func dialCDP(t *testing.T, ws string) *cdpClient {
 // res is nil.
 func (cl *cdpClient) call(ctx context.Context, method string, params, res any) {
 	cl.t.Helper()
+	if errMsg := cl.do(ctx, method, params, res); errMsg != nil {
+		cl.t.Fatalf("%s: %s", method, errMsg)
+	}
+}
+
+// do is call that returns the browser's error, if it answers with one.
+func (cl *cdpClient) do(ctx context.Context, method string, params, res any) json.RawMessage {
+	cl.t.Helper()
 	cl.next++
 	id := cl.next
 	if err := wsjson.Write(ctx, cl.conn, map[string]any{"id": id, "method": method, "params": params}); err != nil {
@@ -495,14 +581,27 @@ func (cl *cdpClient) call(ctx context.Context, method string, params, res any) {
 			continue
 		}
 		if msg.Error != nil {
-			cl.t.Fatalf("%s: %s", method, msg.Error)
+			return msg.Error
 		}
 		if res != nil {
 			if err := json.Unmarshal(msg.Result, res); err != nil {
 				cl.t.Fatalf("%s: %v", method, err)
 			}
 		}
-		return
+		return nil
+	}
+}
+
+// waitGone waits until the browser no longer has target id, at most
+// limit.
+func (cl *cdpClient) waitGone(ctx context.Context, id string, limit time.Duration) {
+	cl.t.Helper()
+	deadline := time.Now().Add(limit)
+	for cl.do(ctx, "Target.getTargetInfo", map[string]any{"targetId": id}, nil) == nil {
+		if time.Now().After(deadline) {
+			cl.t.Fatalf("the browser still has the target %s %v after it was closed", id, limit)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

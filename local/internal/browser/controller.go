@@ -107,8 +107,9 @@ type tab struct {
 	ready  chan struct{} // closed when the attach has finished
 	err    error         // the attach's outcome, once ready
 
-	op   sync.Mutex // one page operation at a time
-	cast *caster    // the tab's screencast, while someone watches
+	op     sync.Mutex // one page operation at a time
+	stopOp func()     // ends the context of the operation that holds op
+	cast   *caster    // the tab's screencast, while someone watches
 }
 
 // Dialog is a JavaScript dialog that a page opened, and boxd dismissed.
@@ -371,17 +372,27 @@ func (c *Controller) attach(ctx context.Context, id string) (*tab, error) {
 // use a page are left to the CDP client that caused them.
 //
 // begin attaches to the tab the first time, brings it to the foreground if
-// front is set, and waits for the operation that runs on it.
-func (c *Controller) begin(ctx context.Context, id string, front bool) (*tab, error) {
+// front is set, and waits for the operation that runs on it. It returns
+// the context to run the operation with: ctx, which also ends, with the
+// cause ErrNoTab, when boxd's attach to the tab does, as it does when the
+// tab closes. A command on a tab boxd has detached from would wait for an
+// answer that never comes. opErr gives the operation's error.
+func (c *Controller) begin(ctx context.Context, id string, front bool) (*tab, context.Context, error) {
 	t, err := c.attachHeld(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if front {
 		c.Touch(id)
 	}
 	t.op.Lock()
-	return t, nil
+	octx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(t.ctx, func() { cancel(ErrNoTab) })
+	t.stopOp = func() {
+		stop()
+		cancel(nil)
+	}
+	return t, octx, nil
 }
 
 // attachHeld is attach under a hold of the tab's dialogs (see begin), so
@@ -401,9 +412,25 @@ func (c *Controller) attachHeld(ctx context.Context, id string) (*tab, error) {
 // end ends the operation begun on t and returns the dialogs dismissed
 // meanwhile.
 func (c *Controller) end(t *tab) []Dialog {
+	t.stopOp()
 	d := c.dialogs.release(t.id)
 	t.op.Unlock()
 	return d
+}
+
+// opErr is wrap for the error of an operation begun with ctx (see begin).
+// An operation whose tab closed meanwhile fails with ErrNoTab, whichever
+// way its commands learnt it: the end of ctx, the browser detaching
+// boxd's session, or the end of the tab's events.
+func (c *Controller) opErr(ctx context.Context, err error) error {
+	err = c.wrap(err)
+	switch {
+	case err == nil, errors.Is(err, ErrClosed), errors.Is(err, ErrNoTab):
+		return err
+	case errors.Is(context.Cause(ctx), ErrNoTab), errors.Is(err, chromedp.ErrTargetDetached):
+		return ErrNoTab
+	}
+	return err
 }
 
 // opContext is the context of one operation on t: it carries t's
@@ -418,24 +445,24 @@ func (c *Controller) NewTab(ctx context.Context, url, waitUntil string, timeout 
 		return Tab{}, c.wrap(err)
 	}
 	id := string(res.TargetID)
-	t, err := c.begin(ctx, id, true)
+	t, octx, err := c.begin(ctx, id, true)
 	if err != nil {
 		_ = c.CloseTab(context.WithoutCancel(ctx), id)
 		return Tab{}, err
 	}
 	defer c.end(t)
 	if url != "" && url != "about:blank" {
-		if err := t.navigate(ctx, url, waitUntil, timeout); err != nil {
+		if err := t.navigate(octx, url, waitUntil, timeout); err != nil {
 			_ = c.CloseTab(context.WithoutCancel(ctx), id)
-			return Tab{}, c.wrap(err)
+			return Tab{}, c.opErr(octx, err)
 		}
 	}
 	var cur struct {
 		URL   string `json:"url"`
 		Title string `json:"title"`
 	}
-	if err := t.eval(ctx, `({url: location.href, title: document.title})`, &cur); err != nil {
-		return Tab{}, c.wrap(err)
+	if err := t.eval(octx, `({url: location.href, title: document.title})`, &cur); err != nil {
+		return Tab{}, c.opErr(octx, err)
 	}
 	return Tab{ID: id, URL: cur.URL, Title: cur.Title}, nil
 }
@@ -474,16 +501,16 @@ func (c *Controller) exists(ctx context.Context, id string) bool {
 // one of the Wait constants ("" means load); timeout bounds the wait (0
 // means none beyond ctx).
 func (c *Controller) Goto(ctx context.Context, id, url, waitUntil string, timeout time.Duration) (*Content, error) {
-	t, err := c.begin(ctx, id, true)
+	t, ctx, err := c.begin(ctx, id, true)
 	if err != nil {
 		return nil, err
 	}
 	defer c.end(t)
 	if err := t.navigate(ctx, url, waitUntil, timeout); err != nil {
-		return nil, c.wrap(err)
+		return nil, c.opErr(ctx, err)
 	}
 	out, err := t.content(ctx)
-	return out, c.wrap(err)
+	return out, c.opErr(ctx, err)
 }
 
 // navigate loads url in t and waits for waitUntil.
@@ -512,7 +539,7 @@ func (t *tab) navigate(ctx context.Context, url, waitUntil string, timeout time.
 	if res.LoaderID == "" {
 		return nil // within the document (a fragment)
 	}
-	if err := reached(events, res.FrameID, res.LoaderID, want); err != nil {
+	if err := reached(octx, events, res.FrameID, res.LoaderID, want); err != nil {
 		return t.timeoutErr(ctx, octx, err, url, waitUntil, timeout)
 	}
 	return nil
@@ -524,9 +551,15 @@ func (t *tab) navigate(ctx context.Context, url, waitUntil string, timeout time.
 // frame starts. A script may send the page on before the event (with
 // location.replace, or a redirect on DOMContentLoaded): that document
 // never reaches it, and the navigation ends when the document that
-// replaced it does. It returns the error of events, which end with their
-// context.
-func reached(events iter.Seq2[page.EventLifecycleEvent, error], frame cdp.FrameID, loader cdp.LoaderID, want string) error {
+// replaced it does.
+//
+// It returns the error of events, which end with ctx, their context. When
+// they end without one, it returns the cause of ctx's end if it ended (the
+// subscription ends with ctx, a moment before the iterator may see it),
+// and else ErrNoTab: a tab's events end when boxd's attach to it does, as
+// it does when the tab closes (or when the connection to the browser
+// ends, which wrap tells).
+func reached(ctx context.Context, events iter.Seq2[page.EventLifecycleEvent, error], frame cdp.FrameID, loader cdp.LoaderID, want string) error {
 	for ev, err := range events {
 		if err != nil {
 			return err
@@ -541,7 +574,10 @@ func reached(events iter.Seq2[page.EventLifecycleEvent, error], frame cdp.FrameI
 			return nil
 		}
 	}
-	return context.Canceled
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return ErrNoTab
 }
 
 func (t *tab) timeoutErr(ctx, octx context.Context, err error, url, wait string, timeout time.Duration) error {
@@ -566,13 +602,13 @@ func (t *tab) eval(ctx context.Context, expr string, dst any) error {
 
 // Content returns a tab's readable content.
 func (c *Controller) Content(ctx context.Context, id string) (*Content, error) {
-	t, err := c.begin(ctx, id, true)
+	t, ctx, err := c.begin(ctx, id, true)
 	if err != nil {
 		return nil, err
 	}
 	defer c.end(t)
 	out, err := t.content(ctx)
-	return out, c.wrap(err)
+	return out, c.opErr(ctx, err)
 }
 
 // contentJS reads the title, URL, visible text and links (deduplicated, at
@@ -603,7 +639,7 @@ func (t *tab) content(ctx context.Context) (*Content, error) {
 // Screenshot returns a PNG of a tab's viewport, or of the whole page when
 // fullPage is set, in CSS pixels.
 func (c *Controller) Screenshot(ctx context.Context, id string, fullPage bool) ([]byte, error) {
-	t, err := c.begin(ctx, id, true)
+	t, ctx, err := c.begin(ctx, id, true)
 	if err != nil {
 		return nil, err
 	}
@@ -613,7 +649,7 @@ func (c *Controller) Screenshot(ctx context.Context, id string, fullPage bool) (
 	if fullPage {
 		m, err := chromedp.Call(octx, page.GetLayoutMetrics, cdp.Empty{})
 		if err != nil {
-			return nil, c.wrap(err)
+			return nil, c.opErr(ctx, err)
 		}
 		if m.CSSContentSize == nil {
 			return nil, errors.New("the browser did not report the page's size")
@@ -624,7 +660,7 @@ func (c *Controller) Screenshot(ctx context.Context, id string, fullPage bool) (
 	}
 	res, err := chromedp.Call(octx, page.CaptureScreenshot, p)
 	if err != nil {
-		return nil, c.wrap(err)
+		return nil, c.opErr(ctx, err)
 	}
 	return res.Data, nil
 }
