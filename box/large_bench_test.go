@@ -87,7 +87,7 @@ func reportLarge(b *testing.B, r clientReport) {
 
 // BenchmarkLargeExecStream streams 1 GiB of command output through
 // Exec.Stream (io.Copy into io.Discard), and the same endpoint with a
-// plain http.Client reading and discarding, twice each, interleaved.
+// plain http.Client reading and discarding, four times each, interleaved.
 func BenchmarkLargeExecStream(b *testing.B) {
 	srv := boxtest.NewServer(b)
 	bx := newBenchBox(b, srv)
@@ -217,9 +217,9 @@ func TestLargeTransferClient(t *testing.T) {
 		}
 		switch job {
 		case "exec-stream":
-			// Plain net/http and the SDK on the same endpoint, in the order
-			// raw, SDK, SDK, raw, so that a machine that speeds up or slows
-			// down during the run favours neither.
+			// Plain net/http and the SDK on the same endpoint, four times
+			// each, in the order raw, SDK, SDK, raw (twice), so that a
+			// machine that speeds up or slows down favours neither.
 			cmd := fmt.Sprintf("head -c %d /dev/zero", largeSize)
 			body, _ := json.Marshal(map[string]any{"command": []string{"sh", "-c", cmd}})
 			raw := func() error {
@@ -257,15 +257,18 @@ func TestLargeTransferClient(t *testing.T) {
 				}
 				return nil
 			}
-			for _, round := range []func() error{raw, sdk, sdk, raw} {
-				if err := round(); err != nil {
-					return clientReport{Error: err.Error()}
+			const rounds = 4
+			for range rounds / 2 {
+				for _, run := range []func() error{raw, sdk, sdk, raw} {
+					if err := run(); err != nil {
+						return clientReport{Error: err.Error()}
+					}
 				}
 			}
-			// Each side ran twice: report one run of each.
-			r.Raw /= 2
-			r.Seconds /= 2
-			r.Bytes /= 2
+			// Report one run of each side.
+			r.Raw /= rounds
+			r.Seconds /= rounds
+			r.Bytes /= rounds
 		case "files":
 			src := &patternReader{left: largeSize}
 			h := sha256.New()
