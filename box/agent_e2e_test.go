@@ -3,6 +3,7 @@ package box_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -419,5 +420,35 @@ func TestAgentAttachments(t *testing.T) {
 	}
 	if _, err := b.Agent.Run(ctx, &box.AgentParams{Prompt: "files", Files: []box.Attachment{{Path: big}}}); err == nil {
 		t.Error("oversized attachment accepted")
+	}
+}
+
+// TestAgentStreamKeepsABoundedTail: a stream of 1 MiB of text and no final
+// output gives every chunk to the caller, and its Run keeps only the last
+// StreamResultTail bytes of the text as its result.
+func TestAgentStreamKeepsABoundedTail(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t)
+	b := newAgentBox(t, srv, "custom/demo")
+	const lines = 1024
+	s, err := b.Agent.Stream(t.Context(), &box.AgentParams{Prompt: fmt.Sprintf("long %d", lines)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all strings.Builder
+	for c, err := range s.All() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, ok := c.(*box.TextDeltaChunk); ok {
+			all.WriteString(c.Text)
+		}
+	}
+	if all.Len() != lines*1024 {
+		t.Fatalf("the stream gave %d bytes of text, want %d", all.Len(), lines*1024)
+	}
+	got := s.Run().Result
+	if len(got) > box.StreamResultTail || len(got) < box.StreamResultTail-1024 || !strings.HasSuffix(strings.TrimSpace(all.String()), got) {
+		t.Errorf("Run().Result is %d bytes (want at most %d, the end of the text): %.80q…", len(got), box.StreamResultTail, got)
 	}
 }

@@ -8,6 +8,7 @@
 //	options     the agent options it received, as JSON
 //	files       the attached file paths listed in the prompt, with sizes
 //	sleep <s>   text every 100 ms for <s> seconds, then done
+//	long <n>    <n> lines of text of 1 KiB each (numbered), and no output
 //	fail        an error event
 //	crash       exits 3 with a message on stderr and no done
 //	session     the --session it was given
@@ -79,6 +80,15 @@ func handle(ctx context.Context, c *harness.Call, emit *harness.Emitter) (*harne
 			}
 		}
 		return &harness.Result{Output: "slept"}, nil
+	case "long":
+		n, _ := strconv.Atoi(rest)
+		for i := range n {
+			line := fmt.Sprintf("%07d ", i)
+			if err := emit.Text(line + strings.Repeat("x", 1023-len(line)) + "\n"); err != nil {
+				return nil, err
+			}
+		}
+		return &harness.Result{}, nil
 	case "fail":
 		return nil, fmt.Errorf("the harness failed on purpose")
 	case "crash":
