@@ -508,8 +508,12 @@ feed:
 // is written under a temporary name beside rel and renamed into place when
 // it is whole: a download that fails, or is cancelled because another
 // failed, leaves no part of a file behind, nor a cut one in place of a
-// file that was there before.
+// file that was there before. A symbolic link at rel is refused.
 func (f *Files) downloadInto(ctx context.Context, what string, root *os.Root, remote, rel string, report func(int64)) error {
+	// A link in the destination is neither written through nor replaced.
+	if fi, err := root.Lstat(rel); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return fmt.Errorf("box: %s %s: %s is a symbolic link: refusing to write through it or replace it", what, remote, filepath.Join(root.Name(), rel))
+	}
 	r, err := f.open(ctx, remote, nil)
 	if err != nil {
 		return err
