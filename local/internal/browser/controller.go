@@ -453,8 +453,11 @@ func (c *Controller) NewTab(ctx context.Context, url, waitUntil string, timeout 
 	defer c.end(t)
 	if url != "" && url != "about:blank" {
 		if err := t.navigate(octx, url, waitUntil, timeout); err != nil {
+			// The navigation's error, told before the close below ends
+			// the operation's context, which would make it ErrNoTab.
+			err = c.opErr(octx, err)
 			_ = c.CloseTab(context.WithoutCancel(ctx), id)
-			return Tab{}, c.opErr(octx, err)
+			return Tab{}, err
 		}
 	}
 	var cur struct {
