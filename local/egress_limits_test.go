@@ -144,20 +144,7 @@ func TestEgressKeepsBoxesOffSSH(t *testing.T) {
 	requireRootSandbox(t) // the proxy relay listens in the box's own network namespace
 	// A boxd whose boxes may reach the host's loopback.
 	s := newBrowserServer(t, "", nil)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.srv.ServeSSH(ctx, l) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("ServeSSH: %v", err)
-		}
-	})
-	_, sshPort, _ := net.SplitHostPort(l.Addr().String())
+	sshPort := serveSSH(t, s)
 	hostPort, hits := hostServer(t)
 	b, err := boxClient(t, s).Create(t.Context(), nil)
 	if err != nil {

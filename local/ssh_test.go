@@ -45,6 +45,13 @@ func newSSHD(t *testing.T, dataDir string, cfg ...func(*local.Config)) *sshd {
 		f = cfg[0]
 	}
 	s := newBrowserServer(t, dataDir, f)
+	return &sshd{browserServer: s, port: serveSSH(t, s), dir: t.TempDir()}
+}
+
+// serveSSH serves s's SSH on a loopback port until the test ends, and
+// returns the port.
+func serveSSH(t *testing.T, s *browserServer) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +66,7 @@ func newSSHD(t *testing.T, dataDir string, cfg ...func(*local.Config)) *sshd {
 		}
 	})
 	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return &sshd{browserServer: s, port: port, dir: t.TempDir()}
+	return port
 }
 
 // command is an OpenSSH tool run against the server as user, with
