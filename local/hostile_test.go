@@ -647,3 +647,30 @@ func TestNoClientInputIsA500(t *testing.T) {
 	// Variables of the box are checked when it is created.
 	wantError(t, "env with a NUL byte", c.do("POST", "/v2/box", `{"env_vars": {"RT": "x\u0000y"}}`, nil), http.StatusBadRequest, "NUL")
 }
+
+// TestRootIsReadOnly: a box's /, /etc and /var are the sandbox's own
+// tmpfs, gone with it, so the box user cannot write there (as a user who
+// is not root cannot on any machine) and nothing it writes is lost
+// silently at the next start; /run is a tmpfs of its own, and the box's
+// files live in /workspace, /home/boxuser and /tmp.
+func TestRootIsReadOnly(t *testing.T) {
+	t.Parallel()
+	if isolation(t) != local.IsolationBwrap {
+		t.Skip("needs bubblewrap")
+	}
+	srv := boxtest.NewServer(t)
+	b := newBox(t, srv, nil)
+	for _, p := range []string{"/x", "/etc/x", "/var/x", "/etc/passwd", "/home/x"} {
+		r, err := b.Exec.Command(t.Context(), "echo hi >> "+p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.ExitCode == 0 || !strings.Contains(r.Stderr+r.Stdout, "Read-only file system") {
+			t.Errorf("writing %s: exit %d, %q %q; want a read-only file system", p, r.ExitCode, r.Stdout, r.Stderr)
+		}
+	}
+	mustExec(t, b, "echo hi > /run/x && echo hi > /tmp/x && echo hi > /workspace/home/x && echo hi > /home/boxuser/x && mkdir -p /tmp/d/e")
+	if got := mustExec(t, b, "findmnt -no FSTYPE /run || stat -f -c %T /run"); !strings.Contains(got, "tmpfs") {
+		t.Errorf("/run is %q, want a tmpfs", got)
+	}
+}

@@ -747,7 +747,9 @@ func (s *Sandbox) bwrapArgs() ([]string, []*os.File, error) {
 			"--proc", "/proc",
 			"--dev", "/dev",
 			"--perms", "0755", "--dir", "/etc",
-			"--perms", "0755", "--dir", "/run",
+			// /run is a file system of its own, as on any machine: what
+			// a box keeps there lasts as long as its sandbox.
+			"--perms", "0755", "--tmpfs", "/run",
 			"--perms", "0755", "--dir", "/home",
 			"--perms", "0755", "--dir", "/var",
 			"--symlink", "/tmp", "/var/tmp",
@@ -807,6 +809,15 @@ func (s *Sandbox) bwrapArgs() ([]string, []*os.File, error) {
 	}
 	if sc != nil {
 		a = append(a, "--seccomp", fd(sc))
+	}
+	if spec.Image == "" {
+		// The root that bubblewrap built over the host's /usr is a
+		// tmpfs: what the box wrote in /, /etc or /var would be lost
+		// with the sandbox. It is read-only for the box user, as those
+		// directories are for a user who is not root on any machine;
+		// the box's files are in /workspace, /home/boxuser and /tmp.
+		// (An image's root is mounted read-only already.)
+		a = append(a, "--remount-ro", "/")
 	}
 	return append(append(a, "--"), run...), files, nil
 }
