@@ -41,6 +41,29 @@ func TestFullDataDir(t *testing.T) {
 	if box.StatusCode(err) != http.StatusInsufficientStorage || !strings.Contains(err.Error(), "no space left on device") {
 		t.Errorf("a write through the API on a full disk = %v, want 507", err)
 	}
+	// Every other way of writing through the API: a JSON write, an
+	// upload of a small file, a new directory.
+	writes := map[string]func() error{
+		"Write": func() error {
+			return b.Files.Write(ctx, "/workspace/home/small.txt", []byte(strings.Repeat("y", 64<<10)))
+		},
+		"Upload": func() error {
+			return b.Files.Upload(ctx, []box.UploadFile{{Destination: "/workspace/home/up.bin", Reader: strings.NewReader(strings.Repeat("z", 256<<10))}})
+		},
+		"Mkdir": func() error {
+			for i := range 2000 {
+				if err := b.Files.Mkdir(ctx, "/workspace/home/d"+strings.Repeat("x", 200)+"/"+strings.Repeat("d", i%200+1), &box.MkdirParams{Parents: true}); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	for name, write := range writes {
+		if err := write(); err != nil && box.StatusCode(err) != http.StatusInsufficientStorage {
+			t.Errorf("%s on a full disk = %v (status %d), want 507", name, err, box.StatusCode(err))
+		}
+	}
 	_, err = srv.Client().Create(ctx, nil)
 	if box.StatusCode(err) != http.StatusInsufficientStorage || !strings.Contains(err.Error(), "cannot create a box: boxd's data directory has") || !strings.Contains(err.Error(), "less than the 16 MB it keeps free") {
 		t.Errorf("create on a full disk = %v, want 507 saying why", err)

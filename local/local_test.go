@@ -1,6 +1,7 @@
 package local_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -440,7 +442,7 @@ func TestMalformedRequests(t *testing.T) {
 func TestBodyLimit(t *testing.T) {
 	t.Parallel()
 	key := "box_test_" + randHex(8)
-	srv, err := local.New(local.Config{DataDir: t.TempDir(), APIKey: key, Isolation: isolation(t), MaxBodyBytes: 1024})
+	srv, err := local.New(local.Config{DataDir: t.TempDir(), APIKey: key, Isolation: isolation(t), MaxBodyBytes: 1024, MaxUploadBytes: 1 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,6 +503,24 @@ func TestBodyLimit(t *testing.T) {
 	_ = json.Unmarshal(r.body, &content)
 	if content.Content != pad {
 		t.Errorf("uploaded file has %d bytes, want %d", len(content.Content), len(pad))
+	}
+
+	// An upload that declares more than the limit is refused by its
+	// declared length, before any of its body is sent.
+	conn, err := net.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second)) // against a hang only
+	fmt.Fprintf(conn, "POST %s/files/upload HTTP/1.1\r\nHost: boxd\r\nX-Box-Api-Key: %s\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: %d\r\n\r\n", base, key, 1<<30+1)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("upload declaring 1 GiB + 1: no answer before its body: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("upload declaring 1 GiB + 1 = %d, want 413", resp.StatusCode)
 	}
 	wantOK(t, "delete", c.do("DELETE", base, nil, nil))
 }

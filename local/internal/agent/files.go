@@ -198,6 +198,11 @@ func (a *Agent) writeStream(bp string, r io.Reader) (err error) {
 		}
 	}()
 	if _, err := io.Copy(f, r); err != nil {
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) && pe.Path == f.Name() {
+			// The file's own write failed (a full disk, a quota), not
+			// the reading of what was sent.
+			return fsError(bp, pe.Err)
+		}
 		return err
 	}
 	if err := f.Chmod(mode); err != nil {
