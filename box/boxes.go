@@ -36,8 +36,10 @@ type CreateParams struct {
 	Size      Size
 	Runtime   Runtime
 	KeepAlive bool
-	// InitCommand runs when the box starts and after it resumes; it needs
-	// KeepAlive.
+	// InitCommand runs once, in the background, each time the box's
+	// sandbox starts (see Box.SetInitCommand). Any box may have one. A box
+	// restored from a snapshot runs only the one given here: it does not
+	// inherit the snapshot's.
 	InitCommand string
 	// Agent configures the box's coding agent; nil creates a box without
 	// one.
@@ -89,9 +91,6 @@ func (p *CreateParams) request() (gen.CreateBoxRequest, error) {
 	}
 	if err := validateLabels(p.Labels); err != nil {
 		return r, err
-	}
-	if p.InitCommand != "" && !p.KeepAlive {
-		return r, invalidf("box: InitCommand requires KeepAlive")
 	}
 	if p.Name != "" {
 		r.Name = &p.Name

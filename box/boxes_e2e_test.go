@@ -143,7 +143,6 @@ func TestCreateValidation(t *testing.T) {
 		"too many labels":   {Labels: []string{"a", "b", "c", "d", "e", "f"}},
 		"label with space":  {Labels: []string{"has space"}},
 		"long label":        {Labels: []string{strings.Repeat("x", 21)}},
-		"init without keep": {InitCommand: "npm start"},
 		"agent no harness":  {Agent: &box.AgentOptions{Model: "anthropic/claude-sonnet-4-5"}},
 		"agent no model":    {Agent: &box.AgentOptions{Harness: box.HarnessClaudeCode}},
 		"custom no command": {Agent: &box.AgentOptions{Harness: box.HarnessCustom}},

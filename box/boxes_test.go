@@ -218,3 +218,17 @@ func TestRunLogsPages(t *testing.T) {
 		t.Errorf("Run.Logs gave %d entries (%+v), want entries %d to %d", len(logs), logs, before, before+during-1)
 	}
 }
+
+// TestInitCommandWithoutKeepAlive: an init command goes without keep_alive,
+// as the newest official SDK sends it.
+func TestInitCommandWithoutKeepAlive(t *testing.T) {
+	t.Parallel()
+	r, err := (&CreateParams{InitCommand: "npm start"}).request()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(r)
+	if string(raw) != `{"init_command":"npm start"}` {
+		t.Errorf("create body = %s", raw)
+	}
+}

@@ -1,7 +1,6 @@
 package box_test
 
 import (
-	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -140,64 +139,6 @@ func TestAccountEnv(t *testing.T) {
 	}
 	if env, _ := c.ListEnv(ctx); len(env) != 0 {
 		t.Errorf("after clearing = %v", env)
-	}
-}
-
-func TestInitCommand(t *testing.T) {
-	t.Parallel()
-	srv := boxtest.NewServer(t)
-	ctx := t.Context()
-
-	plain := newBox(t, srv, nil)
-	if err := plain.SetInitCommand(ctx, "true"); !errors.Is(err, box.ErrNotKeepAlive) {
-		t.Errorf("SetInitCommand on a plain box = %v", err)
-	}
-	if resp := rawRequest(t, srv, http.MethodGet, "/v2/box/"+plain.ID()+"/startup", ""); resp.StatusCode != http.StatusBadRequest {
-		t.Errorf("raw get on a plain box = %d", resp.StatusCode)
-	}
-
-	// An init command that counts its starts and then exits: boxd starts
-	// it again, and its output lands in the box's log.
-	b := newBox(t, srv, &box.CreateParams{KeepAlive: true, InitCommand: "echo started >> /workspace/home/starts; echo hello-from-init; exit 3"})
-	waitFor(t, "the init command to run twice", func() bool {
-		out := mustRun(t, b, "cat starts 2>/dev/null || true").Stdout
-		return strings.Count(out, "started") >= 2
-	})
-	logs, err := b.Logs(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var text strings.Builder
-	for _, l := range logs {
-		text.WriteString(l.Source + ": " + l.Message + "\n")
-	}
-	for _, want := range []string{"user: hello-from-init", "init command exited with status 3"} {
-		if !strings.Contains(text.String(), want) {
-			t.Errorf("logs lack %q:\n%s", want, text.String())
-		}
-	}
-	if got, err := b.InitCommand(ctx); err != nil || !strings.HasPrefix(got, "echo started") {
-		t.Errorf("InitCommand = %q, %v", got, err)
-	}
-
-	// A new command replaces the old one; deleting it stops it.
-	if err := b.SetInitCommand(ctx, "sleep 31415"); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the new init command to run", func() bool {
-		return mustRun(t, b, "pgrep -f 'sleep 3141[5]' >/dev/null && echo up || true").Stdout == "up\n"
-	})
-	if err := b.DeleteInitCommand(ctx); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the init command to stop", func() bool {
-		return mustRun(t, b, "pgrep -f 'sleep 3141[5]' >/dev/null && echo up || true").Stdout == ""
-	})
-	if got, _ := b.InitCommand(ctx); got != "" {
-		t.Errorf("after delete = %q", got)
-	}
-	if err := b.SetInitCommand(ctx, ""); err == nil {
-		t.Error("empty init command accepted")
 	}
 }
 

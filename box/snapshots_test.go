@@ -204,7 +204,7 @@ func TestFromSnapshotForwardsEveryField(t *testing.T) {
 	if _, err := c.FromSnapshot(t.Context(), " ", nil); err == nil {
 		t.Error("a blank snapshot id was sent")
 	}
-	if _, err := c.FromSnapshot(t.Context(), "snap-1", &CreateParams{InitCommand: "x"}); err == nil {
+	if _, err := c.FromSnapshot(t.Context(), "snap-1", &CreateParams{Labels: []string{"has space"}}); err == nil {
 		t.Error("FromSnapshot did not validate its params as Create does")
 	}
 	if n := len(reqs()); n != 2 {

@@ -924,7 +924,14 @@ type CreateBoxFromSnapshotRequest struct {
 	GitUserName  *string `json:"git_user_name,omitempty"`
 	GithubToken  *string `json:"github_token,omitempty"`
 
-	// InitCommand Command run at start of a keep-alive box.
+	// InitCommand Command run by the box once, in the background, each time its container starts: at
+	// create, at a restore from a snapshot, and when the box starts again after losing
+	// its processes. Any box may have one (the 0.5.5 SDK sent it only with `keep_alive`).
+	// It runs from `/workspace/home` in a login shell; its output goes to the box's log,
+	// of which boxd keeps the first 64 KiB per run. It is not restarted when it exits. On
+	// boxd a pause freezes it and a resume thaws it, so a plain resume does not run it
+	// again. A box restored from a snapshot runs only the command given with the restore,
+	// never the snapshot's box's. Longer than 65536 bytes: 400.
 	InitCommand *string `json:"init_command,omitempty"`
 
 	// KeepAlive Keep the box running; keep-alive boxes are never paused.
@@ -981,7 +988,14 @@ type CreateBoxRequest struct {
 	GitUserName  *string `json:"git_user_name,omitempty"`
 	GithubToken  *string `json:"github_token,omitempty"`
 
-	// InitCommand Command run at start of a keep-alive box.
+	// InitCommand Command run by the box once, in the background, each time its container starts: at
+	// create, at a restore from a snapshot, and when the box starts again after losing
+	// its processes. Any box may have one (the 0.5.5 SDK sent it only with `keep_alive`).
+	// It runs from `/workspace/home` in a login shell; its output goes to the box's log,
+	// of which boxd keeps the first 64 KiB per run. It is not restarted when it exits. On
+	// boxd a pause freezes it and a resume thaws it, so a plain resume does not run it
+	// again. A box restored from a snapshot runs only the command given with the restore,
+	// never the snapshot's box's. Longer than 65536 bytes: 400.
 	InitCommand *string `json:"init_command,omitempty"`
 
 	// KeepAlive Keep the box running; keep-alive boxes are never paused.
@@ -3107,24 +3121,45 @@ type ClientInterface interface {
 	// Corresponds with DELETE /v2/box/{id}/snapshots/{snapshotId} (the `DeleteSnapshot` operationId).
 	DeleteSnapshot(ctx context.Context, id BoxID, snapshotID string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// DeleteInitCommand Remove the init command of a keep-alive box
+	// DeleteInitCommand Remove the init command of a box
+	//
+	// The command no longer runs when the box starts. On a running box boxd also stops it if
+	// it still runs; on a paused box the change is stored without waking the box.
 	//
 	// Corresponds with DELETE /v2/box/{id}/startup (the `DeleteInitCommand` operationId).
 	DeleteInitCommand(ctx context.Context, id BoxID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetInitCommand Get the init command of a keep-alive box
+	// GetInitCommand Get the init command of a box
+	//
+	// Any box may have an init command, keep-alive or not (the 0.5.5 SDK checked client-side
+	// that the box was keep-alive; newer SDKs do not). It works on a paused box and does not
+	// wake it.
 	//
 	// Corresponds with GET /v2/box/{id}/startup (the `GetInitCommand` operationId).
 	GetInitCommand(ctx context.Context, id BoxID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SetInitCommandWithBody Set the init command of a keep-alive box
+	// SetInitCommandWithBody Set the init command of a box
+	//
+	// Sets the command the box runs once, in the background, each time its container starts
+	// (see `init_command` in `CreateBoxRequest`). An empty or blank command is refused with
+	// 400, and so is one longer than 65536 bytes. On a running box the new command takes
+	// effect at once: boxd stops the previous one if it still runs and starts the new one.
+	// On a paused box the change is stored without waking the box and applies when the box
+	// next resumes or starts.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PUT /v2/box/{id}/startup (the `SetInitCommand` operationId).
 	SetInitCommandWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SetInitCommand Set the init command of a keep-alive box
+	// SetInitCommand Set the init command of a box
+	//
+	// Sets the command the box runs once, in the background, each time its container starts
+	// (see `init_command` in `CreateBoxRequest`). An empty or blank command is refused with
+	// 400, and so is one longer than 65536 bytes. On a running box the new command takes
+	// effect at once: boxd stops the previous one if it still runs and starts the new one.
+	// On a paused box the change is stored without waking the box and applies when the box
+	// next resumes or starts.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -5298,7 +5333,10 @@ func (c *Client) DeleteSnapshot(ctx context.Context, id BoxID, snapshotID string
 	return c.Client.Do(req)
 }
 
-// DeleteInitCommand Remove the init command of a keep-alive box
+// DeleteInitCommand Remove the init command of a box
+//
+// The command no longer runs when the box starts. On a running box boxd also stops it if
+// it still runs; on a paused box the change is stored without waking the box.
 //
 // Corresponds with DELETE /v2/box/{id}/startup (the `DeleteInitCommand` operationId).
 func (c *Client) DeleteInitCommand(ctx context.Context, id BoxID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5313,7 +5351,11 @@ func (c *Client) DeleteInitCommand(ctx context.Context, id BoxID, reqEditors ...
 	return c.Client.Do(req)
 }
 
-// GetInitCommand Get the init command of a keep-alive box
+// GetInitCommand Get the init command of a box
+//
+// Any box may have an init command, keep-alive or not (the 0.5.5 SDK checked client-side
+// that the box was keep-alive; newer SDKs do not). It works on a paused box and does not
+// wake it.
 //
 // Corresponds with GET /v2/box/{id}/startup (the `GetInitCommand` operationId).
 func (c *Client) GetInitCommand(ctx context.Context, id BoxID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5328,7 +5370,14 @@ func (c *Client) GetInitCommand(ctx context.Context, id BoxID, reqEditors ...Req
 	return c.Client.Do(req)
 }
 
-// SetInitCommandWithBody Set the init command of a keep-alive box
+// SetInitCommandWithBody Set the init command of a box
+//
+// Sets the command the box runs once, in the background, each time its container starts
+// (see `init_command` in `CreateBoxRequest`). An empty or blank command is refused with
+// 400, and so is one longer than 65536 bytes. On a running box the new command takes
+// effect at once: boxd stops the previous one if it still runs and starts the new one.
+// On a paused box the change is stored without waking the box and applies when the box
+// next resumes or starts.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5345,7 +5394,14 @@ func (c *Client) SetInitCommandWithBody(ctx context.Context, id BoxID, contentTy
 	return c.Client.Do(req)
 }
 
-// SetInitCommand Set the init command of a keep-alive box
+// SetInitCommand Set the init command of a box
+//
+// Sets the command the box runs once, in the background, each time its container starts
+// (see `init_command` in `CreateBoxRequest`). An empty or blank command is refused with
+// 400, and so is one longer than 65536 bytes. On a running box the new command takes
+// effect at once: boxd stops the previous one if it still runs and starts the new one.
+// On a paused box the change is stored without waking the box and applies when the box
+// next resumes or starts.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -10295,28 +10351,49 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with DELETE /v2/box/{id}/snapshots/{snapshotId} (the `DeleteSnapshot` operationId).
 	DeleteSnapshotWithResponse(ctx context.Context, id BoxID, snapshotID string, reqEditors ...RequestEditorFn) (*DeleteSnapshotHTTPResponse, error)
 
-	// DeleteInitCommandWithResponse Remove the init command of a keep-alive box
+	// DeleteInitCommandWithResponse Remove the init command of a box
+	//
+	// The command no longer runs when the box starts. On a running box boxd also stops it if
+	// it still runs; on a paused box the change is stored without waking the box.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /v2/box/{id}/startup (the `DeleteInitCommand` operationId).
 	DeleteInitCommandWithResponse(ctx context.Context, id BoxID, reqEditors ...RequestEditorFn) (*DeleteInitCommandHTTPResponse, error)
 
-	// GetInitCommandWithResponse Get the init command of a keep-alive box
+	// GetInitCommandWithResponse Get the init command of a box
+	//
+	// Any box may have an init command, keep-alive or not (the 0.5.5 SDK checked client-side
+	// that the box was keep-alive; newer SDKs do not). It works on a paused box and does not
+	// wake it.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v2/box/{id}/startup (the `GetInitCommand` operationId).
 	GetInitCommandWithResponse(ctx context.Context, id BoxID, reqEditors ...RequestEditorFn) (*GetInitCommandHTTPResponse, error)
 
-	// SetInitCommandWithBodyWithResponse Set the init command of a keep-alive box
+	// SetInitCommandWithBodyWithResponse Set the init command of a box
+	//
+	// Sets the command the box runs once, in the background, each time its container starts
+	// (see `init_command` in `CreateBoxRequest`). An empty or blank command is refused with
+	// 400, and so is one longer than 65536 bytes. On a running box the new command takes
+	// effect at once: boxd stops the previous one if it still runs and starts the new one.
+	// On a paused box the change is stored without waking the box and applies when the box
+	// next resumes or starts.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /v2/box/{id}/startup (the `SetInitCommand` operationId).
 	SetInitCommandWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetInitCommandHTTPResponse, error)
 
-	// SetInitCommandWithResponse Set the init command of a keep-alive box
+	// SetInitCommandWithResponse Set the init command of a box
+	//
+	// Sets the command the box runs once, in the background, each time its container starts
+	// (see `init_command` in `CreateBoxRequest`). An empty or blank command is refused with
+	// 400, and so is one longer than 65536 bytes. On a running box the new command takes
+	// effect at once: boxd stops the previous one if it still runs and starts the new one.
+	// On a paused box the change is stored without waking the box and applies when the box
+	// next resumes or starts.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -18421,7 +18498,10 @@ func (c *ClientWithResponses) DeleteSnapshotWithResponse(ctx context.Context, id
 	return ParseDeleteSnapshotHTTPResponse(rsp)
 }
 
-// DeleteInitCommandWithResponse Remove the init command of a keep-alive box
+// DeleteInitCommandWithResponse Remove the init command of a box
+//
+// The command no longer runs when the box starts. On a running box boxd also stops it if
+// it still runs; on a paused box the change is stored without waking the box.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -18434,7 +18514,11 @@ func (c *ClientWithResponses) DeleteInitCommandWithResponse(ctx context.Context,
 	return ParseDeleteInitCommandHTTPResponse(rsp)
 }
 
-// GetInitCommandWithResponse Get the init command of a keep-alive box
+// GetInitCommandWithResponse Get the init command of a box
+//
+// Any box may have an init command, keep-alive or not (the 0.5.5 SDK checked client-side
+// that the box was keep-alive; newer SDKs do not). It works on a paused box and does not
+// wake it.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -18447,7 +18531,14 @@ func (c *ClientWithResponses) GetInitCommandWithResponse(ctx context.Context, id
 	return ParseGetInitCommandHTTPResponse(rsp)
 }
 
-// SetInitCommandWithBodyWithResponse Set the init command of a keep-alive box
+// SetInitCommandWithBodyWithResponse Set the init command of a box
+//
+// Sets the command the box runs once, in the background, each time its container starts
+// (see `init_command` in `CreateBoxRequest`). An empty or blank command is refused with
+// 400, and so is one longer than 65536 bytes. On a running box the new command takes
+// effect at once: boxd stops the previous one if it still runs and starts the new one.
+// On a paused box the change is stored without waking the box and applies when the box
+// next resumes or starts.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -18460,7 +18551,14 @@ func (c *ClientWithResponses) SetInitCommandWithBodyWithResponse(ctx context.Con
 	return ParseSetInitCommandHTTPResponse(rsp)
 }
 
-// SetInitCommandWithResponse Set the init command of a keep-alive box
+// SetInitCommandWithResponse Set the init command of a box
+//
+// Sets the command the box runs once, in the background, each time its container starts
+// (see `init_command` in `CreateBoxRequest`). An empty or blank command is refused with
+// 400, and so is one longer than 65536 bytes. On a running box the new command takes
+// effect at once: boxd stops the previous one if it still runs and starts the new one.
+// On a paused box the change is stored without waking the box and applies when the box
+// next resumes or starts.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -23809,13 +23907,13 @@ type ServerInterface interface {
 	// DeleteSnapshot Delete one snapshot of a box
 	// (DELETE /v2/box/{id}/snapshots/{snapshotId})
 	DeleteSnapshot(w http.ResponseWriter, r *http.Request, id BoxID, snapshotID string)
-	// DeleteInitCommand Remove the init command of a keep-alive box
+	// DeleteInitCommand Remove the init command of a box
 	// (DELETE /v2/box/{id}/startup)
 	DeleteInitCommand(w http.ResponseWriter, r *http.Request, id BoxID)
-	// GetInitCommand Get the init command of a keep-alive box
+	// GetInitCommand Get the init command of a box
 	// (GET /v2/box/{id}/startup)
 	GetInitCommand(w http.ResponseWriter, r *http.Request, id BoxID)
-	// SetInitCommand Set the init command of a keep-alive box
+	// SetInitCommand Set the init command of a box
 	// (PUT /v2/box/{id}/startup)
 	SetInitCommand(w http.ResponseWriter, r *http.Request, id BoxID)
 	// GetBoxStatus Get a box's status
@@ -34797,13 +34895,13 @@ type StrictServerInterface interface {
 	// DeleteSnapshot Delete one snapshot of a box
 	// (DELETE /v2/box/{id}/snapshots/{snapshotId})
 	DeleteSnapshot(ctx context.Context, request DeleteSnapshotRequestObject) (DeleteSnapshotResponseObject, error)
-	// DeleteInitCommand Remove the init command of a keep-alive box
+	// DeleteInitCommand Remove the init command of a box
 	// (DELETE /v2/box/{id}/startup)
 	DeleteInitCommand(ctx context.Context, request DeleteInitCommandRequestObject) (DeleteInitCommandResponseObject, error)
-	// GetInitCommand Get the init command of a keep-alive box
+	// GetInitCommand Get the init command of a box
 	// (GET /v2/box/{id}/startup)
 	GetInitCommand(ctx context.Context, request GetInitCommandRequestObject) (GetInitCommandResponseObject, error)
-	// SetInitCommand Set the init command of a keep-alive box
+	// SetInitCommand Set the init command of a box
 	// (PUT /v2/box/{id}/startup)
 	SetInitCommand(ctx context.Context, request SetInitCommandRequestObject) (SetInitCommandResponseObject, error)
 	// GetBoxStatus Get a box's status

@@ -218,8 +218,10 @@ func validateCreate(r *gen.CreateBoxRequest) error {
 	if r.CustomRunner != nil && r.CustomRunner.Command == "" {
 		return errorf(http.StatusBadRequest, "custom_runner.command is required")
 	}
-	if r.InitCommand != nil && *r.InitCommand != "" && (r.KeepAlive == nil || !*r.KeepAlive) {
-		return errorf(http.StatusBadRequest, "init_command requires keep_alive")
+	if r.InitCommand != nil {
+		if err := validateInitCommand(*r.InitCommand); err != nil {
+			return err
+		}
 	}
 	if r.TTL != nil {
 		if r.Ephemeral == nil || !*r.Ephemeral {

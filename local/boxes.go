@@ -300,7 +300,7 @@ func (m *boxes) ensureRunning(ctx context.Context, b *store.Box) (*runtime, erro
 		r.sb = sb
 		r.mu.Unlock()
 		m.srv.logf(b.ID, "info", "system", "box started")
-		m.srv.inits.ensure(b)
+		m.srv.inits.started(b.ID, sb)
 		if b.Status == "paused" {
 			if err := m.srv.setStatus(b.ID, "idle"); err != nil {
 				return nil, err
@@ -410,13 +410,16 @@ func (m *boxes) pause(ctx context.Context, id string) error {
 	return m.srv.setStatus(id, "paused")
 }
 
-// resume thaws a paused box.
+// resume thaws a paused box. A box whose processes are gone (boxd
+// restarted since it was paused) is started again when it has an init
+// command, which runs then; otherwise it starts on its next use.
 func (m *boxes) resume(ctx context.Context, id string) error {
 	r := m.runtime(id)
 	if err := r.lockUnheld(ctx); err != nil {
 		return err
 	}
-	if sb := r.sb; sb != nil {
+	sb := r.sb
+	if sb != nil {
 		if err := sb.Resume(); err != nil {
 			r.mu.Unlock()
 			return fmt.Errorf("resume: %w", err)
@@ -424,7 +427,18 @@ func (m *boxes) resume(ctx context.Context, id string) error {
 	}
 	r.mu.Unlock()
 	m.srv.logf(id, "info", "system", "box resumed")
-	return m.srv.setStatus(id, "idle")
+	if sb != nil {
+		m.srv.inits.resumed(id)
+	}
+	if err := m.srv.setStatus(id, "idle"); err != nil {
+		return err
+	}
+	if sb == nil {
+		if b, err := m.srv.db.Box(id); err == nil && b.InitCommand != "" {
+			m.warm(b)
+		}
+	}
+	return nil
 }
 
 // destroy kills the box's processes and removes its files.

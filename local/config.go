@@ -201,21 +201,12 @@ func (c *controlPlane) DeleteEnv(ctx context.Context, req gen.DeleteEnvRequestOb
 	return gen.DeleteEnv200JSONResponse(message("Environment variable deleted")), nil
 }
 
-// Init command (keep-alive boxes).
-
-func (c *controlPlane) keepAliveBox(id string) (*store.Box, error) {
-	b, err := c.box(id)
-	if err != nil {
-		return nil, err
-	}
-	if !b.KeepAlive {
-		return nil, errorf(http.StatusBadRequest, "Init command is only available for keep-alive boxes")
-	}
-	return b, nil
-}
+// Init command, of any box (initcmd.go). None of these wakes a paused
+// box: they read and write its record, and a change reaches a frozen
+// sandbox when it thaws.
 
 func (c *controlPlane) GetInitCommand(ctx context.Context, req gen.GetInitCommandRequestObject) (gen.GetInitCommandResponseObject, error) {
-	b, err := c.keepAliveBox(req.ID)
+	b, err := c.box(req.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +217,10 @@ func (c *controlPlane) SetInitCommand(ctx context.Context, req gen.SetInitComman
 	if req.Body == nil || strings.TrimSpace(req.Body.InitCommand) == "" {
 		return nil, errorf(http.StatusBadRequest, "initCommand is required")
 	}
-	b, err := c.keepAliveBox(req.ID)
+	if err := validateInitCommand(req.Body.InitCommand); err != nil {
+		return nil, err
+	}
+	b, err := c.box(req.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -236,12 +230,12 @@ func (c *controlPlane) SetInitCommand(ctx context.Context, req gen.SetInitComman
 	}); err != nil {
 		return nil, err
 	}
-	c.s.inits.restart(b.ID)
+	c.s.inits.changed(b.ID)
 	return gen.SetInitCommand200JSONResponse(message("Init command set")), nil
 }
 
 func (c *controlPlane) DeleteInitCommand(ctx context.Context, req gen.DeleteInitCommandRequestObject) (gen.DeleteInitCommandResponseObject, error) {
-	b, err := c.keepAliveBox(req.ID)
+	b, err := c.box(req.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -251,6 +245,14 @@ func (c *controlPlane) DeleteInitCommand(ctx context.Context, req gen.DeleteInit
 	}); err != nil {
 		return nil, err
 	}
-	c.s.inits.stop(b.ID)
+	c.s.inits.changed(b.ID)
 	return gen.DeleteInitCommand200JSONResponse(message("Init command deleted")), nil
+}
+
+// validateInitCommand checks an init command's length.
+func validateInitCommand(cmd string) error {
+	if len(cmd) > maxInitCommand {
+		return errorf(http.StatusBadRequest, "init_command is %d bytes long; at most %d (64 KiB) are allowed", len(cmd), maxInitCommand)
+	}
+	return nil
 }

@@ -13,8 +13,9 @@ const DefaultIdlePause = 15 * time.Minute
 // it for the server's idle time, as on the cloud, and the next call wakes
 // it (ensureRunning resumes a paused box). Every call that reaches a box
 // counts as use at its start (touch); exec, code, streams, sessions, agent
-// and schedule runs, git, the init command and browser recordings count
-// for as long as they run (busy). Background processes alone do not.
+// and schedule runs, git and browser recordings count for as long as they
+// run (busy). Background processes alone do not, and neither does the
+// init command: a box whose init command serves forever still pauses.
 //
 // The state lives in the box's runtime, under its mutex. A pause decided
 // by the timer is undone at once when a call touched the box between the

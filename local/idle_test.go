@@ -13,7 +13,8 @@ import (
 // TestIdlePause lets boxes go unused on a fake clock: one that nothing uses
 // pauses after the idle time and wakes on the next call; a keep-alive box
 // does not pause, and boxes with an exec stream or a session going do not
-// while that lasts.
+// while that lasts. An init command that runs on does not keep its box
+// awake.
 func TestIdlePause(t *testing.T) {
 	t.Parallel()
 	clock := boxtest.NewFakeClock(time.Now())
@@ -35,6 +36,7 @@ func TestIdlePause(t *testing.T) {
 	kept := create(&box.CreateParams{KeepAlive: true})
 	streaming := create(nil)
 	sessioned := create(nil)
+	initd := create(&box.CreateParams{InitCommand: "echo up; exec sleep 3600"})
 
 	// A stream that runs until told to end, and an open session.
 	s, err := streaming.Exec.Stream(ctx, "while [ ! -e /tmp/stop ]; do sleep 0.05; done; echo done")
@@ -69,13 +71,14 @@ func TestIdlePause(t *testing.T) {
 
 	clock.Advance(9 * time.Minute)
 	time.Sleep(200 * time.Millisecond)
-	for _, b := range []*box.Box{quiet, kept, streaming, sessioned} {
+	for _, b := range []*box.Box{quiet, kept, streaming, sessioned, initd} {
 		if st := status(b); st == box.StatusPaused {
 			t.Errorf("%s paused after 9 of 10 idle minutes", b.ID())
 		}
 	}
 	clock.Advance(2 * time.Minute)
 	waitStatus(quiet, box.StatusPaused)
+	waitStatus(initd, box.StatusPaused)
 	time.Sleep(200 * time.Millisecond)
 	for _, b := range []*box.Box{kept, streaming, sessioned} {
 		if st := status(b); st == box.StatusPaused {

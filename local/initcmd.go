@@ -7,171 +7,286 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/upstash/box-go/local/internal/agent"
-	"github.com/upstash/box-go/local/internal/store"
+	"github.com/upstash/box-go/local/internal/sandbox"
 )
 
-// Backoff between restarts of an init command that exited.
+// Init commands. Any box may have one. It runs once, in the background,
+// each time the box's sandbox starts: when the box is created or restored
+// from a snapshot, and when a box that lost its processes (boxd
+// restarted, its sandbox died) starts again. A pause freezes it with
+// everything else and a resume thaws it, so it is not started again
+// then. It is never restarted when it exits; a command that should come
+// back says so itself (a loop in the shell).
+//
+// Changing the command (set or delete) on a running box applies at once:
+// the old command is stopped if it still runs, and the new one started.
+// On a paused box the change is stored and applied when the box resumes;
+// on a box with no sandbox, when it next starts. Neither wakes the box.
 const (
-	initBackoffMin = time.Second
-	initBackoffMax = 30 * time.Second
-	// initHealthy is how long an init command must run for its backoff to
-	// start over.
-	initHealthy = 30 * time.Second
+	// maxInitCommand bounds an init command's text.
+	maxInitCommand = 64 << 10
+	// initOutputMax bounds how much of an init command's output goes to
+	// the box's log: the first bytes are kept, as they are written. A
+	// command that serves for the box's whole life never ends, so its
+	// last bytes would never be known; its first say whether it came up.
+	initOutputMax = 64 << 10
 )
 
-// inits supervises the init commands of keep-alive boxes: each runs in its
-// box from when the box starts, its output goes to the box's log, and it
-// is started again, with backoff, whenever it exits.
+// initShell runs an init command in a login shell (the box's profile,
+// PATH included): bash where the image has it, sh otherwise.
+const initShell = `command -v bash >/dev/null 2>&1 && exec bash -lc "$0"; exec sh -lc "$0"`
+
+// inits runs the init commands of the boxes: each is started once in each
+// sandbox of its box, and its output goes to the box's log.
 type inits struct {
 	s *Server
 
-	mu      sync.Mutex
-	running map[string]*supervisor
-	closed  bool
-	wg      sync.WaitGroup
+	mu     sync.Mutex
+	runs   map[string]*initRun // by box id: its latest sandbox
+	closed bool
+	wg     sync.WaitGroup
 }
 
-// supervisor is one running supervision of a box's init command.
-type supervisor struct{ cancel context.CancelFunc }
+// initRun is the init command of one sandbox of a box.
+type initRun struct {
+	sb *sandbox.Sandbox
+	// stop ends the command started in sb; nil when none was.
+	stop context.CancelFunc
+	// pending is set when the command changed while sb was frozen.
+	pending bool
+}
 
-func newInits(s *Server) *inits { return &inits{s: s, running: map[string]*supervisor{}} }
+func newInits(s *Server) *inits { return &inits{s: s, runs: map[string]*initRun{}} }
 
-// ensure starts the supervisor of box b's init command, unless it is
-// running, the box is not keep-alive or has no init command.
-func (in *inits) ensure(b *store.Box) {
-	if !b.KeepAlive || b.InitCommand == "" {
-		return
-	}
+// started runs the init command of box id in its new sandbox sb. The
+// command is read now, so a change made while sb started is not missed.
+func (in *inits) started(id string, sb *sandbox.Sandbox) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if in.closed || in.running[b.ID] != nil {
+	if in.closed {
+		return
+	}
+	if old := in.runs[id]; old != nil && old.stop != nil {
+		old.stop()
+	}
+	run := &initRun{sb: sb}
+	in.runs[id] = run
+	in.launchLocked(id, run)
+}
+
+// changed applies a new init command of box id (stored already): see the
+// top of this file.
+func (in *inits) changed(id string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	run := in.runs[id]
+	if in.closed || run == nil || exited(run.sb) {
+		return // the next start reads the stored command
+	}
+	if run.sb.Paused() {
+		run.pending = true
+		return
+	}
+	in.replaceLocked(id, run)
+}
+
+// resumed applies, once box id's sandbox thaws, a change of its init
+// command made while it was frozen.
+func (in *inits) resumed(id string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	run := in.runs[id]
+	if in.closed || run == nil || !run.pending || exited(run.sb) || run.sb.Paused() {
+		return
+	}
+	in.replaceLocked(id, run)
+}
+
+func (in *inits) replaceLocked(id string, run *initRun) {
+	run.pending = false
+	if run.stop != nil {
+		run.stop()
+		run.stop = nil
+	}
+	in.launchLocked(id, run)
+}
+
+// launchLocked starts the stored init command of box id in run's sandbox,
+// if it has one.
+func (in *inits) launchLocked(id string, run *initRun) {
+	b, err := in.s.db.Box(id)
+	if err != nil || b.InitCommand == "" {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	sup := &supervisor{cancel: cancel}
-	in.running[b.ID] = sup
+	run.stop = cancel
 	in.wg.Add(1)
 	go func() {
 		defer in.wg.Done()
-		in.supervise(ctx, b.ID)
-		in.mu.Lock()
-		// A restart may have put a new supervisor in this slot already.
-		if in.running[b.ID] == sup {
-			delete(in.running, b.ID)
-		}
-		in.mu.Unlock()
-		cancel()
+		defer cancel()
+		in.run(ctx, id, run.sb, b.InitCommand)
 	}()
 }
 
-// stop ends the supervisor of a box and its init command.
+// stop forgets box id (deleted), stopping its init command.
 func (in *inits) stop(id string) {
 	in.mu.Lock()
-	sup := in.running[id]
-	delete(in.running, id)
+	run := in.runs[id]
+	delete(in.runs, id)
 	in.mu.Unlock()
-	if sup != nil {
-		sup.cancel()
-	}
-}
-
-// restart runs the box's current init command in place of the old one.
-func (in *inits) restart(id string) {
-	in.stop(id)
-	if b, err := in.s.db.Box(id); err == nil {
-		in.ensure(b)
+	if run != nil && run.stop != nil {
+		run.stop()
 	}
 }
 
 func (in *inits) closeAll() {
 	in.mu.Lock()
 	in.closed = true
-	for id, sup := range in.running {
-		sup.cancel()
-		delete(in.running, id)
+	for id, run := range in.runs {
+		if run.stop != nil {
+			run.stop()
+		}
+		delete(in.runs, id)
 	}
 	in.mu.Unlock()
-	// Supervisors end as soon as their context does; a box whose sandbox
-	// is still starting can hold one for a while, but not shutdown.
+	// A command ends as soon as its request does; a frozen box answers
+	// only once boxd kills it, which comes after this.
 	done := make(chan struct{})
 	go func() { in.wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		in.s.log.Warn("init command supervisors did not stop within 10s")
+		in.s.log.Warn("init commands did not stop within 10s")
 	}
 }
 
-func (in *inits) supervise(ctx context.Context, id string) {
-	backoff := initBackoffMin
-	for ctx.Err() == nil {
-		b, err := in.s.db.Box(id)
-		if err != nil || !b.KeepAlive || b.InitCommand == "" {
-			return
-		}
-		start := time.Now()
-		code, err := in.runOnce(ctx, b)
-		if ctx.Err() != nil {
-			return
-		}
-		if time.Since(start) > initHealthy {
-			backoff = initBackoffMin
-		}
-		msg := fmt.Sprintf("init command exited with status %d; starting it again in %s", code, backoff)
-		if err != nil {
-			msg = fmt.Sprintf("init command failed: %v; starting it again in %s", err, backoff)
-		}
-		in.s.logf(id, "warn", "system", msg)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, initBackoffMax)
+func exited(sb *sandbox.Sandbox) bool {
+	select {
+	case <-sb.Done():
+		return true
+	default:
+		return false
 	}
 }
 
-// runOnce runs the init command until it exits, logging each line of its
-// output, and returns its exit code.
-func (in *inits) runOnce(ctx context.Context, b *store.Box) (int, error) {
-	rt, err := in.s.boxes.ensureRunning(ctx, b)
-	if err != nil {
-		return -1, err
+// run runs command in sandbox sb of box id until it and the background
+// jobs that keep its output open end, or ctx does, logging its output.
+// It talks to sb alone: a sandbox that has gone is not started again for
+// it, and a frozen one is not woken.
+func (in *inits) run(ctx context.Context, id string, sb *sandbox.Sandbox, command string) {
+	tr := &http.Transport{
+		DialContext:        func(ctx context.Context, _, _ string) (net.Conn, error) { return sb.Dial(ctx) },
+		DisableKeepAlives:  true,
+		DisableCompression: true,
+		ReadBufferSize:     64 << 10, // the trailers (see boxes.runtime)
 	}
-	body, _ := json.Marshal(agent.ProcessRequest{Argv: []string{"bash", "-lc", b.InitCommand}, MergeStderr: true})
+	defer tr.CloseIdleConnections()
+	body, _ := json.Marshal(agent.ProcessRequest{Argv: []string{"sh", "-c", initShell, command}, MergeStderr: true, FollowJobs: true})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://box"+agent.ProcessPath, bytes.NewReader(body))
 	if err != nil {
-		return -1, err
+		return
 	}
-	resp, err := rt.transport.RoundTrip(req)
+	resp, err := tr.RoundTrip(req)
 	if err != nil {
-		return -1, err
+		if ctx.Err() == nil {
+			in.s.logf(id, "error", "system", "init command did not start: "+err.Error())
+		}
+		return
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return -1, fmt.Errorf("box agent answered %s", resp.Status)
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		in.s.logf(id, "error", "system", fmt.Sprintf("init command did not start: %s %s", resp.Status, bytes.TrimSpace(msg)))
+		return
 	}
-	in.s.logf(b.ID, "info", "system", "init command started")
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		in.s.logf(b.ID, "info", "user", sc.Text())
+	in.s.logf(id, "info", "system", "init command started")
+	err = logLines(resp.Body, initOutputMax, func(lines []string) {
+		in.s.logLines(id, "user", lines)
+	}, func() {
+		in.s.logf(id, "warn", "system", fmt.Sprintf("init command output reached %d KiB; the rest is not logged", initOutputMax>>10))
+	})
+	switch {
+	case ctx.Err() != nil:
+		// Replaced, deleted, or boxd is closing: said where that happens.
+	case err != nil:
+		in.s.logf(id, "error", "system", "init command: "+err.Error())
+	case resp.Trailer.Get(agent.TrailerError) != "":
+		in.s.logf(id, "error", "system", "init command failed: "+resp.Trailer.Get(agent.TrailerError))
+	default:
+		code, err := strconv.Atoi(resp.Trailer.Get(agent.TrailerExitCode))
+		switch {
+		case err != nil:
+			in.s.logf(id, "warn", "system", "init command ended; its exit status was not reported")
+		case code == 0:
+			in.s.logf(id, "info", "system", "init command exited with status 0")
+		default:
+			in.s.logf(id, "warn", "system", fmt.Sprintf("init command exited with status %d", code))
+		}
 	}
-	if err := sc.Err(); err != nil && !errors.Is(err, bufio.ErrTooLong) {
-		return -1, err
+}
+
+// logLines reads r to its end and hands the lines of its first max bytes
+// to emit (without their line ends, in batches: whatever has arrived when
+// r would block, so that a burst of output is not written line by line);
+// a line cut by max goes as far as it reaches, and cut is called once,
+// after it. The rest is read and dropped, so that the writer is never
+// blocked.
+func logLines(r io.Reader, max int, emit func(lines []string), cut func()) error {
+	const batchMax = 512
+	br := bufio.NewReaderSize(r, 4096)
+	left := max
+	var cur []byte
+	var batch []string
+	var wasCut bool
+	endLine := func() {
+		if len(cur) > 0 {
+			batch = append(batch, string(bytes.TrimRight(cur, "\r")))
+		}
+		cur = cur[:0]
 	}
-	if msg := resp.Trailer.Get(agent.TrailerError); msg != "" {
-		return -1, errors.New(msg)
+	send := func() {
+		if len(batch) > 0 {
+			emit(batch)
+			batch = nil
+		}
 	}
-	code, err := strconv.Atoi(resp.Trailer.Get(agent.TrailerExitCode))
-	if err != nil {
-		return -1, errors.New("the init command's outcome was not reported")
+	for {
+		if br.Buffered() == 0 || len(batch) >= batchMax {
+			send()
+		}
+		chunk, err := br.ReadSlice('\n')
+		take := min(len(chunk), left)
+		if take > 0 {
+			left -= take
+			cur = append(cur, chunk[:take]...)
+			if cur[len(cur)-1] == '\n' {
+				cur = cur[:len(cur)-1]
+				endLine()
+			}
+		}
+		if take < len(chunk) && !wasCut {
+			wasCut = true
+			endLine()
+			send()
+			cut()
+		}
+		switch {
+		case err == nil, errors.Is(err, bufio.ErrBufferFull):
+		default:
+			endLine()
+			send()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
 	}
-	return code, nil
 }

@@ -286,10 +286,13 @@ func New(cfg Config) (*Server, error) {
 	// Ephemeral boxes whose time ran out while boxd was down go now; the
 	// others get their timers back (ephemeral.go).
 	s.boxes.armExpiries()
-	// Keep-alive boxes with an init command start again (initcmd.go).
+	// Keep-alive boxes with an init command start again, and it with
+	// them; other boxes start when they are next used (initcmd.go).
 	if boxes, err := db.Boxes(); err == nil {
 		for _, b := range boxes {
-			s.inits.ensure(b)
+			if b.KeepAlive && b.InitCommand != "" && b.Status != "paused" {
+				s.boxes.warm(b)
+			}
 		}
 	}
 	return s, nil
@@ -428,6 +431,19 @@ func (s *Server) boxEnv(b *store.Box) map[string]string {
 // logf appends an entry to a box's log.
 func (s *Server) logf(boxID, level, source, msg string) {
 	if err := s.db.AppendLogs(boxID, store.LogEntry{Timestamp: time.Now().Unix(), Level: level, Source: source, Message: msg}); err != nil {
+		s.log.Warn("cannot write box log", "box", boxID, "err", err)
+	}
+}
+
+// logLines appends lines to a box's log as info entries from source, in
+// one write.
+func (s *Server) logLines(boxID, source string, lines []string) {
+	now := time.Now().Unix()
+	entries := make([]store.LogEntry, len(lines))
+	for i, l := range lines {
+		entries[i] = store.LogEntry{Timestamp: now, Level: "info", Source: source, Message: l}
+	}
+	if err := s.db.AppendLogs(boxID, entries...); err != nil {
 		s.log.Warn("cannot write box log", "box", boxID, "err", err)
 	}
 }

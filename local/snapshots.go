@@ -246,7 +246,6 @@ func (m *boxes) hold(ctx context.Context, id string) (release func(), err error)
 	r.held = held
 	return func() {
 		r.mu.Lock()
-		defer r.mu.Unlock()
 		if froze {
 			// After a delete or a shutdown the sandbox is gone and this
 			// does nothing.
@@ -256,6 +255,11 @@ func (m *boxes) hold(ctx context.Context, id string) (release func(), err error)
 		}
 		r.held = nil
 		close(held)
+		r.mu.Unlock()
+		if froze {
+			// An init command changed while the snapshot was taken.
+			m.srv.inits.resumed(id)
+		}
 	}, nil
 }
 

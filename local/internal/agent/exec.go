@@ -229,6 +229,14 @@ var _ io.Writer = (*capBuffer)(nil)
 // output that could not be read to its end is an error, never a short
 // success.
 func runStreaming(ctx context.Context, cmd *exec.Cmd, out, errOut io.Writer, timeout time.Duration) (result, error) {
+	return runOutput(ctx, cmd, out, errOut, timeout, false)
+}
+
+// runOutput is runStreaming; with followJobs, the output is read on after
+// the command exits for as long as anything still holds it open (its
+// background jobs), until ctx ends, instead of for a moment only: the
+// output of a job the command left running is not cut off.
+func runOutput(ctx context.Context, cmd *exec.Cmd, out, errOut io.Writer, timeout time.Duration, followJobs bool) (result, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return result{}, err
@@ -294,6 +302,14 @@ func runStreaming(ctx context.Context, cmd *exec.Cmd, out, errOut io.Writer, tim
 		copyPipe(errOut, er)
 	}
 	res, werr := wait(ctx, cmd, timeout)
+	if followJobs {
+		copied := make(chan struct{})
+		go func() { wg.Wait(); close(copied) }()
+		select {
+		case <-copied:
+		case <-ctx.Done():
+		}
+	}
 	close(exited)
 	for _, dr := range readers {
 		dr.wake()

@@ -27,6 +27,11 @@ type ProcessRequest struct {
 	// MergeStderr sends standard error into the body with standard
 	// output, in the order written, instead of only its tail in a trailer.
 	MergeStderr bool `json:"merge_stderr,omitempty"`
+	// FollowJobs reads the output on after the process exits, for as long
+	// as a background job it started holds it open (until the request
+	// ends); the trailers come then. Without it, the output is read for a
+	// moment after the exit, and a job that writes later finds it closed.
+	FollowJobs bool `json:"follow_jobs,omitempty"`
 }
 
 // Trailers of a ProcessPath response, set when the process has ended.
@@ -79,7 +84,7 @@ func (a *Agent) serveProcess(w http.ResponseWriter, r *http.Request) {
 	if req.MergeStderr {
 		errOut = nil
 	}
-	res, err := runStreaming(r.Context(), cmd, fw, errOut, 0)
+	res, err := runOutput(r.Context(), cmd, fw, errOut, 0, req.FollowJobs)
 	if err != nil {
 		w.Header().Set(TrailerError, err.Error())
 		return

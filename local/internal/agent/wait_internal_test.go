@@ -2,10 +2,12 @@ package agent
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -52,4 +54,61 @@ func running(pid int) bool {
 	}
 	_, rest, ok := strings.Cut(string(raw), ") ")
 	return ok && !strings.HasPrefix(rest, "Z") && !strings.HasPrefix(rest, "X")
+}
+
+// TestFollowJobs: with followJobs, what a background job writes after the
+// command exited is read, until the job closes the output; without, the
+// output is read only for a moment after the exit. An ended context stops
+// the reading even while a job holds the output.
+func TestFollowJobs(t *testing.T) {
+	const script = "(sleep 0.5; echo late) & echo early"
+	for _, follow := range []bool{false, true} {
+		cmd := exec.Command("sh", "-c", script)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		var out strings.Builder
+		res, err := runOutput(context.Background(), cmd, &out, nil, time.Minute, follow)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("follow=%v: %+v, %v", follow, res, err)
+		}
+		want := "early\n"
+		if follow {
+			want = "early\nlate\n"
+		}
+		if out.String() != want {
+			t.Errorf("follow=%v: output %q, want %q", follow, out.String(), want)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.Command("sh", "-c", "sleep 60 & echo $!")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var out strings.Builder
+	done := make(chan error, 1)
+	go func() { _, err := runOutput(ctx, cmd, &syncWriter{w: &out}, nil, time.Minute, true); done <- err }()
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("returned while a job held the output: %v", err)
+	default:
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("still reading 10s after the context ended")
+	}
+	if pid, err := strconv.Atoi(strings.TrimSpace(out.String())); err == nil {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
