@@ -67,10 +67,20 @@ type AgentParams struct {
 	// Options go to the harness (ClaudeCodeOptions, CodexOptions,
 	// OpenCodeOptions or RawOptions).
 	Options HarnessOptions
-	// Timeout bounds each attempt; 0 means no limit beyond ctx.
+	// Timeout is one deadline for the whole call: submitting the run,
+	// opening its stream and reading it, across every attempt and the
+	// waits between them. When it passes, the call fails with
+	// ErrRunTimeout; the run may go on in the box (Box.CancelRun stops
+	// it). 0 means no limit beyond ctx.
 	Timeout time.Duration
-	// MaxRetries is how many more attempts Run makes after a failed one
-	// (waiting 1 s, 2 s, 4 s... up to 30 s between them). Not for Stream.
+	// MaxRetries is how many more attempts Run makes after one that failed
+	// before its stream opened, and so cannot have started a run: the
+	// connection could not be made, or the server answered 408, 429 or
+	// 5xx. Attempts wait 1 s, 2 s, 4 s... (at most 30 s) between them. A
+	// run that started is never run again: not after a timeout, a
+	// cancellation, a failure the run reported, or a connection lost
+	// mid-stream, since the first run may still be going (and billed).
+	// Not for Stream.
 	MaxRetries int
 	// OnToolUse and OnToolResult are called, in order, as the agent uses
 	// tools.
@@ -149,10 +159,14 @@ func (*UnknownChunk) isChunk()    {}
 
 // RunError is a run that the server reported as failed (an `error` event
 // of the stream), for example a harness error or an output that does not
-// match the response schema.
+// match the response schema. A run that was cancelled (by Run.Cancel,
+// Box.CancelRun or anyone else) ends with a RunError that also matches
+// ErrRunCancelled.
 type RunError struct {
 	RunID   string
 	Message string
+
+	cancelled bool
 }
 
 func (e *RunError) Error() string {
@@ -162,9 +176,30 @@ func (e *RunError) Error() string {
 	return "box: run " + e.RunID + " failed: " + e.Message
 }
 
+// Is reports whether target is ErrRunCancelled and the run was cancelled.
+func (e *RunError) Is(target error) bool { return target == ErrRunCancelled && e.cancelled }
+
 // ErrRunTimeout is returned (wrapped with context.DeadlineExceeded) when
 // AgentParams.Timeout passes.
 var ErrRunTimeout = errors.New("box: run timed out")
+
+// ErrRunCancelled is matched (errors.Is) by the error of a run that was
+// cancelled while it ran, by Run.Cancel, Box.CancelRun or another client;
+// the error is a *RunError and the run's status RunCancelled. A cancelled
+// run is never retried.
+var ErrRunCancelled = errors.New("box: run cancelled")
+
+// ErrRunEnded is matched (errors.Is) by the error of Box.CancelRun for a
+// run that is no longer running: it completed, failed or was cancelled
+// before. The error is also the server's *Error (409).
+var ErrRunEnded = errors.New("box: run already ended")
+
+// cancelledMessage reports whether msg, a run's error event, says the run
+// was cancelled: boxd sends "run cancelled", the official SDKs word it
+// "Run cancelled".
+func cancelledMessage(msg string) bool {
+	return strings.EqualFold(strings.TrimSpace(msg), "run cancelled")
+}
 
 // RunStream is a streaming run: an agent call (RunStream[Chunk]) or a
 // command or snippet (RunStream[ExecChunk]). Read it with Next, Current
@@ -257,7 +292,7 @@ func (s *RunStream[T]) end(err error) {
 	r.Cost.Compute = time.Since(r.Started)
 	r.Result = s.result()
 	switch {
-	case err != nil && r.cancelled.Load():
+	case err != nil && (r.cancelled.Load() || errors.Is(err, ErrRunCancelled)):
 		r.Status = RunCancelled
 	case err == nil && s.ok():
 		r.Status = RunCompleted
@@ -353,14 +388,17 @@ func (a *Agent) Stream(ctx context.Context, p *AgentParams, opts ...Option) (*Ag
 	if p.MaxRetries != 0 || p.Webhook != nil {
 		return nil, invalidf("box: MaxRetries and Webhook are for Agent.Run, not Agent.Stream")
 	}
-	return a.stream(ctx, p, nil)
+	return a.stream(ctx, p, nil, p.Timeout)
 }
 
-func (a *Agent) stream(ctx context.Context, p *AgentParams, schema map[string]any) (*AgentStream, error) {
+// stream sends one run request and returns its stream once the response
+// headers are in. timeout, if positive, bounds the request and the
+// stream; Run passes 0 and sets its one deadline on ctx instead.
+func (a *Agent) stream(ctx context.Context, p *AgentParams, schema map[string]any, timeout time.Duration) (*AgentStream, error) {
 	run := newRun(a.b, RunTypeAgent)
 	var cancel context.CancelFunc
-	if p.Timeout > 0 {
-		ctx, cancel = context.WithTimeoutCause(ctx, p.Timeout, ErrRunTimeout)
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout, ErrRunTimeout)
 	} else {
 		ctx, cancel = context.WithCancel(ctx)
 	}
@@ -385,7 +423,7 @@ func (a *Agent) stream(ctx context.Context, p *AgentParams, schema map[string]an
 				if e.Error == "" {
 					e.Error = "Stream error"
 				}
-				return nil, false, &RunError{RunID: run.ID, Message: e.Error}
+				return nil, false, &RunError{RunID: run.ID, Message: e.Error, cancelled: run.cancelled.Load() || cancelledMessage(e.Error)}
 			}
 			c := parseChunk(ev.Type, ev.Data)
 			if c == nil {
@@ -476,9 +514,10 @@ func toolCallID(ids ...*string) string {
 
 // Run runs the agent to completion and returns the run with its final
 // text in Result. With Webhook set it returns at once (Status
-// RunRunning) and the server POSTs the result to the webhook. Failed
-// attempts are retried MaxRetries times; the error of the last attempt is
-// returned with the run.
+// RunRunning) and the server POSTs the result to the webhook. An attempt
+// that failed before its stream opened is retried up to MaxRetries times;
+// a run that started is not (see AgentParams.MaxRetries). Timeout bounds
+// the whole call. The error of the last attempt is returned with the run.
 func (a *Agent) Run(ctx context.Context, p *AgentParams, opts ...Option) (*Run, error) {
 	ctx = withCallOptions(ctx, opts)
 	if err := a.check(p); err != nil {
@@ -492,37 +531,49 @@ func (a *Agent) Run(ctx context.Context, p *AgentParams, opts ...Option) (*Run, 
 }
 
 // runWithRetries runs attempts until one succeeds (and, with a schema,
-// its output passes check).
+// its output passes check), or fails in a way that must not be retried.
+// p.Timeout is one deadline over all of them.
 func (a *Agent) runWithRetries(ctx context.Context, p *AgentParams, schema map[string]any, check func(string) error) (*Run, int, error) {
-	var run *Run
-	var err error
-	for attempt := 0; attempt <= p.MaxRetries; attempt++ {
-		if attempt > 0 {
-			if !retryable(err) {
-				break
-			}
-			if serr := sleepCtx(ctx, min(time.Second<<(attempt-1), 30*time.Second)); serr != nil {
-				return run, attempt, serr
-			}
-		}
-		run, err = a.runOnce(ctx, p, schema)
+	if p.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, p.Timeout, ErrRunTimeout)
+		defer cancel()
+	}
+	for attempt := 0; ; attempt++ {
+		run, started, err := a.runOnce(ctx, p, schema)
 		if err == nil && check != nil {
-			err = check(run.Result)
-			if err != nil {
+			if err = check(run.Result); err != nil {
 				run.Status = RunFailed
 			}
 		}
 		if err == nil {
 			return run, attempt, nil
 		}
+		if started || attempt >= p.MaxRetries || !retryable(err) {
+			return run, attempt, err
+		}
+		wait := 30 * time.Second
+		if attempt < 5 {
+			wait = time.Second << attempt // 1 s, 2 s, 4 s, 8 s, 16 s
+		}
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
+			// The next attempt could not start in time: the failure
+			// says more than a timeout after a wait would.
+			return run, attempt, err
+		}
+		if serr := sleepCtx(ctx, wait); serr != nil {
+			return run, attempt, contextCause(ctx, serr)
+		}
 	}
-	return run, p.MaxRetries, err
 }
 
-// retryable reports whether another attempt could succeed: not after the
-// caller gave up, and not for a request the server refused as wrong.
+// retryable reports whether a run request that failed before its stream
+// opened can be sent again without risking a second run: the connection
+// was never made, or the server refused the request in a way that may
+// pass (408, 429, 5xx). Cancellation and timeouts are final, and so is any
+// other transport failure, since the request may have reached the server.
 func retryable(err error) bool {
-	if errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
 	var apiErr *Error
@@ -530,18 +581,20 @@ func retryable(err error) bool {
 		c := apiErr.StatusCode
 		return c == http.StatusRequestTimeout || c == http.StatusTooManyRequests || c >= 500
 	}
-	return true
+	return isDialError(err) && !isCertError(err)
 }
 
-func (a *Agent) runOnce(ctx context.Context, p *AgentParams, schema map[string]any) (*Run, error) {
-	s, err := a.stream(ctx, p, schema)
+// runOnce makes one attempt. started reports whether the run's stream
+// opened, after which the run exists on the server and is never retried.
+func (a *Agent) runOnce(ctx context.Context, p *AgentParams, schema map[string]any) (run *Run, started bool, err error) {
+	s, err := a.stream(ctx, p, schema, 0)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer s.Close()
 	for s.Next() {
 	}
-	return s.Run(), s.Err()
+	return s.Run(), true, s.Err()
 }
 
 func (a *Agent) webhook(ctx context.Context, p *AgentParams) (*Run, error) {
@@ -728,21 +781,38 @@ func mediaTypeFor(name string) string {
 }
 
 // Cancel stops an agent run on the server; its stream, if any, then ends
-// with RunCancelled. A run that already ended is not an error. Command and
-// code runs have ended when they return, so Cancel does nothing for them.
+// with RunCancelled and an error matching ErrRunCancelled. A run that
+// already ended is not an error. Command and code runs have ended when
+// they return, so Cancel does nothing for them.
 func (r *Run) Cancel(ctx context.Context, opts ...Option) error {
-	ctx = withCallOptions(ctx, opts)
 	if r.box == nil || r.Type != RunTypeAgent {
 		return nil
 	}
 	r.cancelled.Store(true)
-	err := none(r.box.c.api.CancelRun(ctx, r.box.id, r.ID))
-	if err == nil {
+	err := r.box.CancelRun(ctx, r.ID, opts...)
+	if errors.Is(err, ErrRunEnded) {
 		return nil
 	}
+	return err
+}
+
+// CancelRun stops the box's agent run with the given id (a Run's ID, or a
+// RunRecord's) with POST /v2/box/{id}/runs/{runId}/cancel; no Run is
+// needed, so another process can stop a run. A stream of the run ends
+// with RunCancelled and an error matching ErrRunCancelled. A run that is
+// no longer running is an error matching ErrRunEnded (the server's 409),
+// and an unknown run id one for which IsNotFound is true.
+func (b *Box) CancelRun(ctx context.Context, runID string, opts ...Option) error {
+	ctx = withCallOptions(ctx, opts)
+	if err := checkID("run id", runID); err != nil {
+		return err
+	}
+	// Cancelling twice has the effect of cancelling once, so the request
+	// is safe to send again.
+	err := none(b.c.api.CancelRun(withIdempotent(ctx), b.id, runID))
 	var apiErr *Error
 	if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusConflict {
-		return nil // it already ended
+		return fmt.Errorf("%w: %w", ErrRunEnded, err)
 	}
 	return err
 }

@@ -20,6 +20,9 @@ const (
 	ClaudeCodeSonnet4_6 Model = "anthropic/claude-sonnet-4-6"
 	ClaudeCodeSonnet5   Model = "anthropic/claude-sonnet-5"
 	ClaudeCodeHaiku4_5  Model = "anthropic/claude-haiku-4-5"
+
+	// ClaudeCodeOpus5_5 is Claude Opus 5.5.
+	ClaudeCodeOpus5_5 Model = "anthropic/claude-opus-5-5"
 )
 
 // OpenAI models for the Codex harness (openai/). OpenAICodexGPT5_6 is an alias of Sol.
@@ -37,6 +40,13 @@ const (
 	OpenAICodexGPT5_2Codex      Model = "openai/gpt-5.2-codex"
 	OpenAICodexGPT5_1CodexMax   Model = "openai/gpt-5.1-codex-max"
 	OpenAICodexGPT5_1CodexMini  Model = "openai/gpt-5.1-codex-mini"
+
+	// OpenAICodexGPT6_1Sol is GPT-6.1 Sol.
+	OpenAICodexGPT6_1Sol Model = "openai/gpt-6.1-sol"
+	// OpenAICodexGPT6Sol is GPT-6 Sol.
+	OpenAICodexGPT6Sol Model = "openai/gpt-6-sol"
+	// OpenAICodexGPT6Luna is GPT-6 Luna.
+	OpenAICodexGPT6Luna Model = "openai/gpt-6-luna"
 )
 
 // Models through OpenRouter (openrouter/).
@@ -56,6 +66,19 @@ const (
 	OpenRouterGPT4_1         Model = "openrouter/openai/gpt-4.1"
 	OpenRouterO3             Model = "openrouter/openai/o3"
 	OpenRouterO4Mini         Model = "openrouter/openai/o4-mini"
+
+	// OpenRouterClaudeFable5_1 is Claude Fable 5.1 through OpenRouter.
+	OpenRouterClaudeFable5_1 Model = "openrouter/anthropic/claude-fable-5.1"
+	// OpenRouterClaudeOpus5_5 is Claude Opus 5.5 through OpenRouter.
+	OpenRouterClaudeOpus5_5 Model = "openrouter/anthropic/claude-opus-5.5"
+	// OpenRouterGPT6_1Sol is GPT-6.1 Sol through OpenRouter.
+	OpenRouterGPT6_1Sol Model = "openrouter/openai/gpt-6.1-sol"
+	// OpenRouterGPT6Astra is GPT-6 Astra through OpenRouter.
+	OpenRouterGPT6Astra Model = "openrouter/openai/gpt-6-astra"
+	// OpenRouterGPT6Sol is GPT-6 Sol through OpenRouter.
+	OpenRouterGPT6Sol Model = "openrouter/openai/gpt-6-sol"
+	// OpenRouterGPT6Luna is GPT-6 Luna through OpenRouter.
+	OpenRouterGPT6Luna Model = "openrouter/openai/gpt-6-luna"
 )
 
 // Models through the Vercel AI Gateway (vercel/); note the dotted Claude versions.
@@ -77,9 +100,38 @@ const (
 	VercelGemini3_5Flash      Model = "vercel/google/gemini-3.5-flash"
 	VercelGemini3_1FlashLite  Model = "vercel/google/gemini-3.1-flash-lite"
 	VercelGemini3_1ProPreview Model = "vercel/google/gemini-3.1-pro-preview"
-	VercelGrokBuild0_1        Model = "vercel/xai/grok-build-0.1"
-	VercelGrok4_3             Model = "vercel/xai/grok-4.3"
-	VercelGrok4_20Reasoning   Model = "vercel/xai/grok-4.20-reasoning"
+
+	// VercelClaudeFable5_1 is Claude Fable 5.1 through the Vercel AI Gateway.
+	VercelClaudeFable5_1 Model = "vercel/anthropic/claude-fable-5.1"
+	// VercelClaudeOpus5_5 is Claude Opus 5.5 through the Vercel AI Gateway.
+	VercelClaudeOpus5_5 Model = "vercel/anthropic/claude-opus-5.5"
+	// VercelGPT6_1Sol is GPT-6.1 Sol through the Vercel AI Gateway.
+	VercelGPT6_1Sol Model = "vercel/openai/gpt-6.1-sol"
+	// VercelGPT6Astra is GPT-6 Astra through the Vercel AI Gateway.
+	VercelGPT6Astra Model = "vercel/openai/gpt-6-astra"
+	// VercelGPT6Sol is GPT-6 Sol through the Vercel AI Gateway.
+	VercelGPT6Sol Model = "vercel/openai/gpt-6-sol"
+	// VercelGPT6Luna is GPT-6 Luna through the Vercel AI Gateway.
+	VercelGPT6Luna Model = "vercel/openai/gpt-6-luna"
+	// VercelGemini3_8Flash is Gemini 3.8 Flash through the Vercel AI Gateway.
+	VercelGemini3_8Flash Model = "vercel/google/gemini-3.8-flash"
+)
+
+// Grok models through the Vercel AI Gateway (vercel/spacexai/). The gateway
+// moved them from vercel/xai/ to vercel/spacexai/, and the old ids are no
+// longer served: VercelGrokBuild0_1, VercelGrok4_3 and
+// VercelGrok4_20Reasoning keep their names and now hold the new ids.
+const (
+	// VercelGrokBuild0_1 is Grok Build 0.1 (vercel/xai/grok-build-0.1 before
+	// the move).
+	VercelGrokBuild0_1 Model = "vercel/spacexai/grok-build-0.1"
+	// VercelGrok4_7 is Grok 4.7.
+	VercelGrok4_7 Model = "vercel/spacexai/grok-4.7"
+	// VercelGrok4_3 is Grok 4.3 (vercel/xai/grok-4.3 before the move).
+	VercelGrok4_3 Model = "vercel/spacexai/grok-4.3"
+	// VercelGrok4_20Reasoning is Grok 4.20 Reasoning
+	// (vercel/xai/grok-4.20-reasoning before the move).
+	VercelGrok4_20Reasoning Model = "vercel/spacexai/grok-4.20-reasoning"
 )
 
 // Models of the OpenCode harness (opencode/).
@@ -115,6 +167,19 @@ const (
 	OpenCodeGemini3_1Pro     Model = "opencode/gemini-3.1-pro"
 	OpenCodeGemini3Pro       Model = "opencode/gemini-3-pro"
 	OpenCodeGemini3Flash     Model = "opencode/gemini-3-flash"
+
+	// OpenCodeClaudeFable5_1 is Claude Fable 5.1 in OpenCode.
+	OpenCodeClaudeFable5_1 Model = "opencode/claude-fable-5-1"
+	// OpenCodeClaudeOpus5_5 is Claude Opus 5.5 in OpenCode.
+	OpenCodeClaudeOpus5_5 Model = "opencode/claude-opus-5-5"
+	// OpenCodeGPT6_1Sol is GPT-6.1 Sol in OpenCode.
+	OpenCodeGPT6_1Sol Model = "opencode/gpt-6.1-sol"
+	// OpenCodeGPT6Astra is GPT-6 Astra in OpenCode.
+	OpenCodeGPT6Astra Model = "opencode/gpt-6-astra"
+	// OpenCodeGPT6Sol is GPT-6 Sol in OpenCode.
+	OpenCodeGPT6Sol Model = "opencode/gpt-6-sol"
+	// OpenCodeGPT6Luna is GPT-6 Luna in OpenCode.
+	OpenCodeGPT6Luna Model = "opencode/gpt-6-luna"
 )
 
 // Models of the Cursor harness (cursor/).
@@ -149,4 +214,7 @@ const (
 	CursorGemini2_5Flash   Model = "cursor/gemini-2.5-flash"
 	CursorGrok4_20         Model = "cursor/grok-4-20"
 	CursorKimiK2_5         Model = "cursor/kimi-k2.5"
+
+	// CursorClaudeOpus5_5 is Claude Opus 5.5 in Cursor.
+	CursorClaudeOpus5_5 Model = "cursor/claude-opus-5-5"
 )

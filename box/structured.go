@@ -193,8 +193,9 @@ func decodeOutput(out string, rs *jsonschema.Resolved, dst any) error {
 // SchemaFor) and decodes the final output into a T. The server enforces
 // the schema; the output is checked again here. An output that does not
 // match is an *OutputError naming the field and showing the output's
-// start; like every failed attempt it is retried MaxRetries times.
-// Webhook is not supported.
+// start. It is not retried: the run it came from was billed, and
+// MaxRetries only resends a run that never started (see
+// AgentParams.MaxRetries). Webhook is not supported.
 func RunAs[T any](ctx context.Context, a *Agent, p *AgentParams, opts ...Option) (T, *Run, error) {
 	ctx = withCallOptions(ctx, opts)
 	var zero T

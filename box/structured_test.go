@@ -118,12 +118,14 @@ func TestRunAsChecksOutput(t *testing.T) {
 		t.Errorf("non-JSON: %v", err)
 	}
 
-	// A bad output on the first attempt, a good one on the retry.
-	c, _ = sseServer(t, bad, `{"findings":[{"severity":"low","line":2}]}`)
+	// A bad output is not retried, though the next attempt would be good:
+	// the run was billed, and MaxRetries only resends a run that never
+	// started.
+	c, schemas = sseServer(t, bad, `{"findings":[{"severity":"low","line":2}]}`)
 	b, _ = c.Get(t.Context(), "box-1", nil)
-	got, run, err := RunAs[report](t.Context(), b.Agent, &AgentParams{Prompt: "x", MaxRetries: 1})
-	if err != nil || len(got.Findings) != 1 || got.Findings[0].Line != 2 || run.ID != "r2" || run.Status != RunCompleted {
-		t.Errorf("retry: %+v, %+v, %v", got, run, err)
+	_, run, err = RunAs[report](t.Context(), b.Agent, &AgentParams{Prompt: "x", MaxRetries: 1})
+	if !errors.As(err, &oe) || run.ID != "r1" || run.Status != RunFailed || len(*schemas) != 1 {
+		t.Errorf("a bad output with MaxRetries: %+v, %v, %d requests", run, err, len(*schemas))
 	}
 }
 

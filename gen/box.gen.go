@@ -3023,7 +3023,7 @@ type ClientInterface interface {
 
 	// CancelRun Cancel a run
 	//
-	// Clients ignore every error of this call, including 404 for run ids the server never issued.
+	// The 0.5.5 client's `run.cancel()` ignores every error of this call, including 404 for run ids the server never issued. Cancelling by id (`cancelRun(runId)` in newer SDKs, `Box.CancelRun` in Go) reports them: 404 for an unknown run, 409 for a run that is no longer running. The stream of a cancelled run ends with the `error` event `{"error": "run cancelled"}`.
 	//
 	// Corresponds with POST /v2/box/{id}/runs/{runId}/cancel (the `CancelRun` operationId).
 	CancelRun(ctx context.Context, id BoxID, runID RunID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -5095,7 +5095,7 @@ func (c *Client) GetBoxRun(ctx context.Context, id BoxID, runID RunID, reqEditor
 
 // CancelRun Cancel a run
 //
-// Clients ignore every error of this call, including 404 for run ids the server never issued.
+// The 0.5.5 client's `run.cancel()` ignores every error of this call, including 404 for run ids the server never issued. Cancelling by id (`cancelRun(runId)` in newer SDKs, `Box.CancelRun` in Go) reports them: 404 for an unknown run, 409 for a run that is no longer running. The stream of a cancelled run ends with the `error` event `{"error": "run cancelled"}`.
 //
 // Corresponds with POST /v2/box/{id}/runs/{runId}/cancel (the `CancelRun` operationId).
 func (c *Client) CancelRun(ctx context.Context, id BoxID, runID RunID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -10237,7 +10237,7 @@ type ClientWithResponsesInterface interface {
 
 	// CancelRunWithResponse Cancel a run
 	//
-	// Clients ignore every error of this call, including 404 for run ids the server never issued.
+	// The 0.5.5 client's `run.cancel()` ignores every error of this call, including 404 for run ids the server never issued. Cancelling by id (`cancelRun(runId)` in newer SDKs, `Box.CancelRun` in Go) reports them: 404 for an unknown run, 409 for a run that is no longer running. The stream of a cancelled run ends with the `error` event `{"error": "run cancelled"}`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -18300,7 +18300,7 @@ func (c *ClientWithResponses) GetBoxRunWithResponse(ctx context.Context, id BoxI
 
 // CancelRunWithResponse Cancel a run
 //
-// Clients ignore every error of this call, including 404 for run ids the server never issued.
+// The 0.5.5 client's `run.cancel()` ignores every error of this call, including 404 for run ids the server never issued. Cancelling by id (`cancelRun(runId)` in newer SDKs, `Box.CancelRun` in Go) reports them: 404 for an unknown run, 409 for a run that is no longer running. The stream of a cancelled run ends with the `error` event `{"error": "run cancelled"}`.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -260,6 +260,11 @@ func (c *controlPlane) CancelRun(ctx context.Context, req gen.CancelRunRequestOb
 		return nil, errorf(http.StatusNotFound, "run not found")
 	}
 	if !c.s.runs.cancelRun(rec.ID) {
+		// A run that has just ended may not be recorded yet: its record
+		// still says running.
+		if rec.Status == "running" {
+			return nil, errorf(http.StatusConflict, "run %s is not running (it has ended)", rec.ID)
+		}
 		return nil, errorf(http.StatusConflict, "run %s is not running (it is %s)", rec.ID, rec.Status)
 	}
 	return gen.CancelRun200JSONResponse(message("Run cancelled")), nil

@@ -267,9 +267,6 @@ func (rs *runs) begin(b *store.Box, spec *runSpec) (*agentRun, error) {
 	go func() {
 		defer rs.wg.Done()
 		rs.execute(r, rec)
-		rs.mu.Lock()
-		delete(rs.active, r.id)
-		rs.mu.Unlock()
 		cancel()
 	}()
 	return r, nil
@@ -309,11 +306,27 @@ func (rs *runs) wasCancelled(r *agentRun) bool {
 	return r.cancelled
 }
 
+// retire ends a run's time in the active set, after which it can no
+// longer be cancelled, and reports whether it was cancelled. It is called
+// once the harness is done, so that a cancel either reached the run or is
+// answered "not running", never "cancelled" for a run that then completes.
+func (rs *runs) retire(r *agentRun) (cancelled bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	delete(rs.active, r.id)
+	return r.cancelled
+}
+
 // outcome is what a run produced.
 type outcome struct {
-	text     strings.Builder // text deltas
-	done     *gen.DoneEventData
-	errMsg   string
+	text   strings.Builder // text deltas
+	done   *gen.DoneEventData
+	errMsg string
+	// errEvent is the data of the error event that ends a failed run's
+	// stream. It is sent only once the run is recorded, as is the end of
+	// every stream, so that a client that saw a run fail finds it
+	// recorded, and a cancel after that is answered 409.
+	errEvent []byte
 	exitCode int
 	cpuNs    int64
 	memPeak  int64
@@ -328,18 +341,15 @@ func (rs *runs) execute(r *agentRun, rec *store.Run) {
 	status := "completed"
 	err := rs.runHarness(r, &o)
 	switch {
-	case rs.wasCancelled(r):
+	case rs.retire(r):
 		status = "cancelled"
-		o.errMsg = "run cancelled"
-		r.out.send("error", gen.StreamErrorEventData{Error: o.errMsg})
+		o.fail("run cancelled")
 	case err != nil && errors.Is(r.ctx.Err(), context.DeadlineExceeded):
 		status = "failed"
-		o.errMsg = fmt.Sprintf("run timed out after %s", r.spec.timeout)
-		r.out.send("error", gen.StreamErrorEventData{Error: o.errMsg})
+		o.fail(fmt.Sprintf("run timed out after %s", r.spec.timeout))
 	case err != nil:
 		status = "failed"
-		o.errMsg = err.Error()
-		r.out.send("error", gen.StreamErrorEventData{Error: o.errMsg})
+		o.fail(err.Error())
 	case o.errMsg != "":
 		status = "failed"
 	}
@@ -388,8 +398,11 @@ func (rs *runs) execute(r *agentRun, rec *store.Run) {
 		msg += ": " + o.errMsg
 	}
 	s.logf(r.box.ID, level, "agent", msg)
-	// The record is written before the stream ends, so that a client that
-	// saw the end finds the run recorded.
+	// The record is written before the stream ends (or fails), so that a
+	// client that saw the end finds the run recorded.
+	if o.errEvent != nil {
+		r.out.sendRaw("error", o.errEvent)
+	}
 	r.out.send("stats", gen.StatsEventData{CPUNs: &o.cpuNs, MemoryPeakBytes: &o.memPeak})
 	r.out.end()
 	if r.spec.ended != nil {
@@ -530,8 +543,7 @@ func (rs *runs) handleEvent(r *agentRun, o *outcome, event string, data []byte) 
 	case "done":
 		var d gen.DoneEventData
 		if err := json.Unmarshal(data, &d); err != nil {
-			o.errMsg = "harness sent an invalid done event: " + err.Error()
-			r.out.send("error", gen.StreamErrorEventData{Error: o.errMsg})
+			o.fail("harness sent an invalid done event: " + err.Error())
 			return false
 		}
 		if r.spec.schema != nil {
@@ -540,8 +552,7 @@ func (rs *runs) handleEvent(r *agentRun, o *outcome, event string, data []byte) 
 				final = o.text.String()
 			}
 			if err := validateOutput(r.spec.schema, final); err != nil {
-				o.errMsg = err.Error()
-				r.out.send("error", gen.StreamErrorEventData{Error: o.errMsg})
+				o.fail(err.Error())
 				return false
 			}
 		}
@@ -553,9 +564,20 @@ func (rs *runs) handleEvent(r *agentRun, o *outcome, event string, data []byte) 
 		if o.errMsg == "" {
 			o.errMsg = "harness reported an error"
 		}
+		// Relayed as the harness sent it (with its usage, say), at the
+		// end (see outcome.errEvent).
+		o.errEvent = append([]byte(nil), data...)
+		return false
 	}
 	r.out.sendRaw(event, data)
-	return event != "error"
+	return true
+}
+
+// fail makes msg the run's error, recorded and sent as its stream's error
+// event.
+func (o *outcome) fail(msg string) {
+	o.errMsg = msg
+	o.errEvent, _ = json.Marshal(gen.StreamErrorEventData{Error: msg})
 }
 
 // validateOutput checks the final output of a structured run against the
