@@ -164,7 +164,8 @@ func (im *images) of(b *store.Box) (root, path string, env map[string]string, er
 
 // ImageInfo is an image in boxd's store (Server.Images).
 type ImageInfo struct {
-	// ID is the digest of the image's configuration (hex).
+	// ID is the digest of the image's manifest (hex), which names its
+	// configuration and its layers.
 	ID string
 	// Refs are the references that name it in the store.
 	Refs []string
@@ -233,7 +234,8 @@ func (s *Server) imageUsers() (map[string]int, error) {
 	n := map[string]int{}
 	for _, b := range boxes {
 		if b.Image != "" {
-			n[b.Image]++
+			// A box of an older store may know its image by its old id.
+			n[s.images.store.Current(b.Image)]++
 		}
 	}
 	return n, nil

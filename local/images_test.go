@@ -161,3 +161,50 @@ func TestRuntimeImagePulledOnceAndRefused(t *testing.T) {
 		t.Errorf("images after the prune: %+v", imgs)
 	}
 }
+
+// TestForgedImageDoesNotPoisonTrustedRuntime: a registry serves, as one
+// runtime's image, the configuration of another runtime's trusted image,
+// byte for byte, over layers of its own. After a box of the forged
+// runtime, a box of the trusted runtime runs the trusted layers, which
+// boxd fetched for it, and the forged runtime's box ran the forged ones:
+// two images, each pulled in full.
+func TestForgedImageDoesNotPoisonTrustedRuntime(t *testing.T) {
+	t.Parallel()
+	requireImages(t)
+	reg := ocitest.NewRegistry(t)
+	good := ocitest.Layer(t, ocitest.Entry{Name: "marker", Body: "TRUSTED-node\n"})
+	evil := ocitest.Layer(t, ocitest.Entry{Name: "marker", Body: "EVIL-forged\n"}, ocitest.Entry{Name: "etc/"}, ocitest.Entry{Name: "etc/evil", Body: "planted\n"})
+	trusted, _ := reg.Push(t, "library/node:lts", v1.Config{Env: []string{"PATH=/bin"}}, ocitest.BusyboxLayer(t), good)
+	forged, _ := reg.PushForged(t, "evil/node:lts", trusted, ocitest.BusyboxLayer(t), evil)
+	srv := boxtest.NewServer(t, boxtest.WithConfig(func(c *local.Config) {
+		c.Root = local.RootImage
+		c.Images = map[string]string{"node": trusted, "ruby": forged}
+	}))
+	hostile := newBox(t, srv, &box.CreateParams{Runtime: box.Runtime("ruby")})
+	if got := mustExec(t, hostile, "cat /marker"); got != "EVIL-forged\n" {
+		t.Errorf("the forged runtime's box: /marker = %q", got)
+	}
+	if n := reg.BlobGetsOf(t, evil); n != 1 {
+		t.Errorf("the forged layer was fetched %d times, want once", n)
+	}
+	for i := range 2 { // the second box is served from the store
+		b := newBox(t, srv, &box.CreateParams{Runtime: box.Runtime("node")})
+		if got := mustExec(t, b, "cat /marker; test -e /etc/evil && echo poisoned; true"); got != "TRUSTED-node\n" {
+			t.Errorf("box %d of the trusted runtime: %q, want the trusted /marker alone", i, got)
+		}
+	}
+	if n := reg.BlobGetsOf(t, good); n != 1 {
+		t.Errorf("the trusted runtime's own layer was fetched %d times, want once", n)
+	}
+	imgs, err := srv.Backend().Images()
+	if err != nil || len(imgs) != 2 || imgs[0].ID == imgs[1].ID {
+		t.Fatalf("images = %+v, %v; want two", imgs, err)
+	}
+	boxes := map[string]int{}
+	for _, img := range imgs {
+		boxes[img.Refs[0]] = img.Boxes
+	}
+	if boxes[trusted] != 2 || boxes[forged] != 1 {
+		t.Errorf("boxes per image = %v", boxes)
+	}
+}

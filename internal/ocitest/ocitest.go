@@ -8,6 +8,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"debug/elf"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -26,8 +28,10 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/partial"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // Entry is one entry of a layer.
@@ -180,7 +184,7 @@ func NewRegistry(t testing.TB) *Registry {
 
 // Push pushes an image of layers (bottom first) with cfg as repoTag
 // (repository:tag) and returns its full reference and its id (the hex
-// digest of its configuration).
+// digest of its manifest).
 func (r *Registry) Push(t testing.TB, repoTag string, cfg v1.Config, layers ...v1.Layer) (ref, id string) {
 	t.Helper()
 	img, err := mutate.AppendLayers(empty.Image, layers...)
@@ -201,10 +205,17 @@ func (r *Registry) Push(t testing.TB, repoTag string, cfg v1.Config, layers ...v
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := remote.Write(nref, img); err != nil {
+	return ref, r.write(t, nref, img)
+}
+
+// write pushes img as ref, forgets what was fetched before, and returns
+// img's id.
+func (r *Registry) write(t testing.TB, ref name.Reference, img v1.Image) string {
+	t.Helper()
+	if err := remote.Write(ref, img); err != nil {
 		t.Fatal(err)
 	}
-	h, err := img.ConfigName()
+	h, err := img.Digest()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +223,86 @@ func (r *Registry) Push(t testing.TB, repoTag string, cfg v1.Config, layers ...v
 	r.blobGets = map[string]int{}
 	r.requests = 0
 	r.mu.Unlock()
-	return ref, h.Hex
+	return h.Hex
+}
+
+// PushForged pushes as repoTag an image whose configuration is the image
+// like's, byte for byte (so its configuration digest is like's too), over
+// layers instead of like's: what a hostile registry can serve, since an
+// image's configuration is public. It returns its full reference and its
+// id (the hex digest of its manifest).
+func (r *Registry) PushForged(t testing.TB, repoTag, like string, layers ...v1.Layer) (ref, id string) {
+	t.Helper()
+	likeRef, err := name.ParseReference(like)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig, err := remote.Image(likeRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &forged{layers: map[v1.Hash]v1.Layer{}}
+	if f.cfg, err = orig.RawConfigFile(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := orig.Manifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = m.DeepCopy()
+	m.Layers = nil
+	for _, l := range layers {
+		d, err := l.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		size, err := l.Size()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mt, err := l.MediaType()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Layers = append(m.Layers, v1.Descriptor{MediaType: mt, Size: size, Digest: d})
+		f.layers[d] = l
+	}
+	f.mediaType = m.MediaType
+	if f.manifest, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	img, err := partial.CompressedToImage(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cn, err := img.ConfigName(); err != nil || cn != m.Config.Digest {
+		t.Fatalf("forged image's configuration %v (%v), want %v", cn, err, m.Config.Digest)
+	}
+	ref = r.Host + "/" + repoTag
+	nref, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref, r.write(t, nref, img)
+}
+
+// forged is an image made of a raw configuration, a raw manifest and the
+// layers it lists.
+type forged struct {
+	cfg, manifest []byte
+	mediaType     types.MediaType
+	layers        map[v1.Hash]v1.Layer
+}
+
+func (f *forged) RawConfigFile() ([]byte, error)      { return f.cfg, nil }
+func (f *forged) RawManifest() ([]byte, error)        { return f.manifest, nil }
+func (f *forged) MediaType() (types.MediaType, error) { return f.mediaType, nil }
+
+func (f *forged) LayerByDigest(h v1.Hash) (partial.CompressedLayer, error) {
+	if l, ok := f.layers[h]; ok {
+		return l, nil
+	}
+	return nil, fmt.Errorf("forged image: no layer %s", h)
 }
 
 // RequireAuth makes every later request need HTTP basic auth as user and
@@ -244,6 +334,19 @@ func (r *Registry) BlobGets() int {
 		n += c
 	}
 	return n
+}
+
+// BlobGetsOf is how many times layer l's blob was fetched since the last
+// Push.
+func (r *Registry) BlobGetsOf(t testing.TB, l v1.Layer) int {
+	t.Helper()
+	d, err := l.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.blobGets[d.String()]
 }
 
 // MaxBlobGets is the most times any one blob was fetched since the last

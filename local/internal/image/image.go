@@ -6,11 +6,17 @@
 //	roots/<id>/rootfs      the image's files, its layers applied in order
 //	roots/<id>/image.json  what boxd keeps of the image (Image)
 //	refs.json              each reference pulled → the id it gave
+//	legacy.json            ids of an older store → the ids they are now
+//	format                 the store's layout ("2")
 //	tmp/                   pulls in progress
 //
-// An image's id is the digest of its configuration, so two references (or
-// two tags) of one image share one unpacked tree, and every box that runs
-// the image shares it too, read-only. Pulls go through go-containerregistry:
+// An image's id is the digest of its manifest, which names its
+// configuration and each of its layers by their digests: an id is what
+// the image is. (It is not the configuration's digest alone: an image's
+// configuration is public, and a registry can serve it, byte for byte,
+// over layers of its own.) Two references (or two tags) of one image share
+// one unpacked tree, and every box that runs the image shares it too,
+// read-only. Pulls go through go-containerregistry:
 // registry credentials come from the usual docker configuration
 // (DOCKER_CONFIG, ~/.docker/config.json and its credential helpers), every
 // blob is checked against its digest as it is read, and whiteouts and
@@ -20,6 +26,7 @@ package image
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +34,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path"
@@ -48,12 +56,14 @@ import (
 
 // Image is an unpacked image in a Store.
 type Image struct {
-	// ID is the hex sha256 digest of the image's configuration.
+	// ID is the hex sha256 digest of the image's manifest.
 	ID string `json:"id"`
 	// Ref is the reference it was first pulled by, and Digest its
-	// manifest's digest there.
+	// manifest's digest ("sha256:" and ID).
 	Ref    string `json:"ref"`
 	Digest string `json:"digest"`
+	// Config is its configuration's digest.
+	Config string `json:"config,omitempty"`
 	// Env and WorkingDir are the image configuration's.
 	Env        []string `json:"env,omitempty"`
 	WorkingDir string   `json:"working_dir,omitempty"`
@@ -78,6 +88,22 @@ func (e *PullError) Unwrap() error { return e.Err }
 // ErrUnknown is returned by Lookup for an id the store does not have.
 var ErrUnknown = errors.New("image: not in the store")
 
+// record is an image's image.json.
+type record struct {
+	Image
+	// Key says what the image's id is the digest of: keyManifest. A tree
+	// whose record says otherwise, or whose id is not its digest, is not an
+	// image of the store.
+	Key string `json:"key,omitempty"`
+}
+
+// keyManifest is record.Key of a store keyed by manifests.
+const keyManifest = "manifest"
+
+// storeFormat is the store's layout: 2 keys images by their manifests'
+// digests; 1 (no format file) keyed them by their configurations'.
+const storeFormat = "2"
+
 // Options configure a Store.
 type Options struct {
 	// Keychain gives registry credentials; nil is the docker configuration's
@@ -98,8 +124,9 @@ type Store struct {
 	opts Options
 	pull singleflight.Group
 
-	mu   sync.Mutex // refs.json, and moving trees in and out of roots
-	refs map[string]string
+	mu     sync.Mutex // refs.json, legacy.json, and moving trees in and out of roots
+	refs   map[string]string
+	legacy map[string]string // id in a format 1 store → id now
 }
 
 // Open opens (making it if needed) the store in dir. Pulls that an earlier
@@ -122,18 +149,148 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{dir: dir, opts: opts, refs: map[string]string{}}
-	raw, err := os.ReadFile(filepath.Join(dir, "refs.json"))
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return nil, err
-	default:
-		if err := json.Unmarshal(raw, &s.refs); err != nil {
-			return nil, fmt.Errorf("image store: %s: %w", filepath.Join(dir, "refs.json"), err)
+	s := &Store{dir: dir, opts: opts, refs: map[string]string{}, legacy: map[string]string{}}
+	for name, m := range map[string]map[string]string{"refs.json": s.refs, "legacy.json": s.legacy} {
+		raw, err := os.ReadFile(filepath.Join(dir, name))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return nil, err
+		default:
+			if err := json.Unmarshal(raw, &m); err != nil {
+				return nil, fmt.Errorf("image store: %s: %w", filepath.Join(dir, name), err)
+			}
 		}
 	}
+	if err := s.migrate(); err != nil {
+		return nil, fmt.Errorf("image store: move to format %s: %w", storeFormat, err)
+	}
 	return s, nil
+}
+
+// migrate brings a store of format 1, whose images were keyed by their
+// configurations' digests, to format 2, keyed by their manifests'. No tree
+// of format 1 is ever found by a pull: one may be the work of a registry
+// that served a trusted image's configuration over its own layers.
+//
+// Each tree is re-keyed by the manifest digest its own image.json records.
+// That digest is what the tree is: format 1 wrote it, beside the tree,
+// from the manifest whose layers it had just unpacked, and a tree reached
+// by another image's pull (the poisoning) kept the image.json of the pull
+// that made it. So a poisoned tree moves to the hostile manifest's id, and
+// the trusted reference no longer finds it. Of refs.json, a reference is
+// kept only when it is the one that tree was pulled by (its image.json's
+// Ref): another reference that found the tree by its configuration may
+// have found the wrong one, and is asked of its registry again at its next
+// use, which fetches blobs only if the store has no tree of what it names
+// now. A box record keeps the old id of the tree it ran; legacy.json maps
+// it to the id now, for Lookup alone.
+//
+// Each step is atomic and the steps can run again: a boxd killed halfway
+// finishes the move at its next start. The format file is written last.
+func (s *Store) migrate() error {
+	format := filepath.Join(s.dir, "format")
+	if b, err := os.ReadFile(format); err == nil && strings.TrimSpace(string(b)) == storeFormat {
+		return nil
+	}
+	roots, legacy := filepath.Join(s.dir, "roots"), filepath.Join(s.dir, "legacy")
+	if err := os.MkdirAll(legacy, 0o700); err != nil {
+		return err
+	}
+	// Every tree not keyed by its manifest leaves roots first (those that
+	// are were re-keyed by a move that was interrupted).
+	ents, err := os.ReadDir(roots)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if _, err := s.lookup(e.Name()); err == nil {
+			continue
+		}
+		if err := os.Rename(filepath.Join(roots, e.Name()), filepath.Join(legacy, e.Name())); err != nil {
+			if err := s.trash(filepath.Join(roots, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	// The new id of each, recorded before any tree moves back.
+	ents, err = os.ReadDir(legacy)
+	if err != nil {
+		return err
+	}
+	recs := map[string]*record{}
+	for _, e := range ents {
+		old := e.Name()
+		rec, err := readRecord(filepath.Join(legacy, old))
+		if err != nil || !validID(old) || !strings.HasPrefix(rec.Digest, "sha256:") || !validID(strings.TrimPrefix(rec.Digest, "sha256:")) {
+			// No manifest to key it by: it was never a usable image.
+			if err := s.trash(filepath.Join(legacy, old)); err != nil {
+				return err
+			}
+			continue
+		}
+		recs[old] = rec
+		s.legacy[old] = strings.TrimPrefix(rec.Digest, "sha256:")
+	}
+	if len(recs) > 0 {
+		if err := saveJSON(filepath.Join(s.dir, "legacy.json"), s.legacy); err != nil {
+			return err
+		}
+	}
+	for old, rec := range recs {
+		id := s.legacy[old]
+		rec.ID, rec.Key, rec.Config = id, keyManifest, "sha256:"+old
+		raw, err := json.MarshalIndent(rec, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := writeFileSync(filepath.Join(legacy, old, "image.json.tmp"), raw); err != nil {
+			return err
+		}
+		if err := os.Rename(filepath.Join(legacy, old, "image.json.tmp"), filepath.Join(legacy, old, "image.json")); err != nil {
+			return err
+		}
+		err = os.Rename(filepath.Join(legacy, old), filepath.Join(roots, id))
+		if errors.Is(err, fs.ErrExist) || errors.Is(err, syscall.ENOTEMPTY) {
+			// roots has that manifest already: this is a copy.
+			err = s.trash(filepath.Join(legacy, old))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	refs := map[string]string{}
+	for ref, id := range s.refs {
+		for _, cand := range []string{s.legacy[id], id} {
+			if img, err := s.lookup(cand); err == nil && img.Ref == ref {
+				refs[ref] = cand
+				break
+			}
+		}
+	}
+	if !maps.Equal(refs, s.refs) {
+		s.refs = refs
+		if err := s.saveRefsLocked(); err != nil {
+			return err
+		}
+	}
+	if err := writeFileSync(format, []byte(storeFormat+"\n")); err != nil {
+		return err
+	}
+	return os.Remove(legacy)
+}
+
+// trash removes dir, moving it out of where it is first so that a
+// half-removed tree is never found.
+func (s *Store) trash(dir string) error {
+	tmp, err := os.MkdirTemp(filepath.Join(s.dir, "tmp"), "removed-")
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(dir, filepath.Join(tmp, "tree")); err != nil {
+		return err
+	}
+	return os.RemoveAll(tmp)
 }
 
 // Normalize returns ref in its full form (docker.io/library/node:lts for
@@ -168,7 +325,7 @@ func (s *Store) Get(ctx context.Context, ref string) (*Image, error) {
 	id, ok := s.refs[full]
 	s.mu.Unlock()
 	if ok {
-		if img, err := s.Lookup(id); err == nil {
+		if img, err := s.lookup(id); err == nil {
 			return img, nil
 		}
 	}
@@ -220,19 +377,24 @@ func (s *Store) pull1(ctx context.Context, ref string) (*Image, error) {
 	if err != nil {
 		return fail(err)
 	}
-	// The configuration's digest is in the manifest: knowing the image
-	// fetches no blob.
+	// The image's id is its manifest's digest, which pins its
+	// configuration and every layer: each blob is checked against the
+	// manifest's digest of it as it is read. Knowing the image fetches no
+	// blob.
+	rawManifest, err := img.RawManifest()
+	if err != nil {
+		return fail(err)
+	}
+	digest, _, err := v1.SHA256(bytes.NewReader(rawManifest))
+	if err != nil {
+		return fail(err)
+	}
 	m, err := img.Manifest()
 	if err != nil {
 		return fail(err)
 	}
-	cfgName := m.Config.Digest
-	digest, err := img.Digest()
-	if err != nil {
-		return fail(err)
-	}
-	id := cfgName.Hex
-	if have, err := s.Lookup(id); err == nil {
+	id := digest.Hex
+	if have, err := s.lookup(id); err == nil {
 		if err := s.setRef(ref, id); err != nil {
 			return fail(err)
 		}
@@ -269,7 +431,7 @@ func (s *Store) pull1(ctx context.Context, ref string) (*Image, error) {
 			return fail(fmt.Errorf("prepare its root: %w", err))
 		}
 	}
-	out := &Image{ID: id, Ref: ref, Digest: digest.String(), Env: cfg.Config.Env, WorkingDir: cfg.Config.WorkingDir, Size: size, Pulled: time.Now().UTC()}
+	out := &record{Key: keyManifest, Image: Image{ID: id, Ref: ref, Digest: digest.String(), Config: m.Config.Digest.String(), Env: cfg.Config.Env, WorkingDir: cfg.Config.WorkingDir, Size: size, Pulled: time.Now().UTC()}}
 	meta, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
 		return fail(err)
@@ -289,29 +451,74 @@ func (s *Store) pull1(ctx context.Context, ref string) (*Image, error) {
 	if err := s.setRef(ref, id); err != nil {
 		return fail(err)
 	}
-	s.opts.Log.Info("image pulled", "ref", ref, "id", id[:12], "digest", out.Digest, "size", size, "took", time.Since(start).Round(time.Millisecond))
-	return s.Lookup(id)
+	s.opts.Log.Info("image pulled", "ref", ref, "id", id[:12], "config", out.Config, "size", size, "took", time.Since(start).Round(time.Millisecond))
+	return s.lookup(id)
 }
 
-// Lookup returns the image with id, if the store has it.
+// Lookup returns the image with id, if the store has it. id may also be
+// the id a box was given by a store of format 1 (its configuration's
+// digest): Lookup finds the tree that box ran, under its id now.
 func (s *Store) Lookup(id string) (*Image, error) {
+	img, err := s.lookup(id)
+	if errors.Is(err, ErrUnknown) {
+		s.mu.Lock()
+		now, ok := s.legacy[id]
+		s.mu.Unlock()
+		if ok {
+			return s.lookup(now)
+		}
+	}
+	return img, err
+}
+
+// Current returns the id an image has now: id itself, or for an id given
+// by a store of format 1, the id of that tree now.
+func (s *Store) Current(id string) string {
+	s.mu.Lock()
+	now, ok := s.legacy[id]
+	s.mu.Unlock()
+	if !ok {
+		return id
+	}
+	if _, err := s.lookup(id); err == nil {
+		return id // as Lookup: an image of that id comes first
+	}
+	return now
+}
+
+// lookup returns the image in roots/id, if it is one: a tree whose record
+// says it is keyed by its manifest and whose manifest's digest is id.
+func (s *Store) lookup(id string) (*Image, error) {
 	if !validID(id) {
 		return nil, fmt.Errorf("%w: %q is not an image id", ErrUnknown, id)
 	}
 	dir := filepath.Join(s.dir, "roots", id)
-	raw, err := os.ReadFile(filepath.Join(dir, "image.json"))
+	rec, err := readRecord(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s", ErrUnknown, id)
 	}
 	if err != nil {
-		return nil, err
-	}
-	var img Image
-	if err := json.Unmarshal(raw, &img); err != nil {
 		return nil, fmt.Errorf("image %s: %w", id, err)
 	}
+	if rec.Key != keyManifest || rec.Digest != "sha256:"+id {
+		return nil, fmt.Errorf("%w: %s (a tree not keyed by its manifest)", ErrUnknown, id)
+	}
+	img := rec.Image
 	img.ID, img.Root = id, filepath.Join(dir, "rootfs")
 	return &img, nil
+}
+
+// readRecord reads the image.json in dir.
+func readRecord(dir string) (*record, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, "image.json"))
+	if err != nil {
+		return nil, err
+	}
+	var rec record
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return nil, err
+	}
+	return &rec, nil
 }
 
 // List returns the store's images, oldest pull first.
@@ -322,7 +529,7 @@ func (s *Store) List() ([]*Image, error) {
 	}
 	var out []*Image
 	for _, e := range ents {
-		if img, err := s.Lookup(e.Name()); err == nil {
+		if img, err := s.lookup(e.Name()); err == nil {
 			out = append(out, img)
 		}
 	}
@@ -353,6 +560,7 @@ func (s *Store) Remove(unused func(*Image) bool) ([]*Image, error) {
 	defer s.mu.Unlock()
 	var gone []*Image
 	var errs []error
+	legacyGone := false
 	for _, img := range imgs {
 		if !unused(img) {
 			continue
@@ -372,10 +580,21 @@ func (s *Store) Remove(unused func(*Image) bool) ([]*Image, error) {
 				delete(s.refs, ref)
 			}
 		}
+		for old, id := range s.legacy {
+			if id == img.ID {
+				delete(s.legacy, old)
+				legacyGone = true
+			}
+		}
 		gone = append(gone, img)
 	}
 	if len(gone) > 0 {
 		if err := s.saveRefsLocked(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if legacyGone {
+		if err := saveJSON(filepath.Join(s.dir, "legacy.json"), s.legacy); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -393,15 +612,19 @@ func (s *Store) setRef(ref, id string) error {
 }
 
 func (s *Store) saveRefsLocked() error {
-	raw, err := json.MarshalIndent(s.refs, "", "  ")
+	return saveJSON(filepath.Join(s.dir, "refs.json"), s.refs)
+}
+
+// saveJSON replaces the file p with v, at once.
+func saveJSON(p string, v any) error {
+	raw, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(s.dir, "refs.json.tmp")
-	if err := writeFileSync(tmp, raw); err != nil {
+	if err := writeFileSync(p+".tmp", raw); err != nil {
 		return err
 	}
-	return os.Rename(tmp, filepath.Join(s.dir, "refs.json"))
+	return os.Rename(p+".tmp", p)
 }
 
 func writeFileSync(p string, data []byte) error {

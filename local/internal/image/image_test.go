@@ -6,14 +6,18 @@ import (
 	"encoding/base64"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/upstash/box-go/internal/ocitest"
 	"github.com/upstash/box-go/local/internal/image"
@@ -165,7 +169,7 @@ func TestCorruptBlobIsRefused(t *testing.T) {
 		t.Errorf("error %q does not name the image and the digest check", msg)
 	}
 	t.Logf("refused: %v", err)
-	if got := ocitest.Unpacked(t, dir); !cmp.Equal(got, []string{"roots/", "tmp/"}) {
+	if got := ocitest.Unpacked(t, dir); !cmp.Equal(got, []string{"format", "roots/", "tmp/"}) {
 		t.Errorf("the store kept %v after a refused pull", got)
 	}
 }
@@ -336,4 +340,190 @@ func TestPrivateRegistryWithDockerConfig(t *testing.T) {
 	if _, err := s.Pull(t.Context(), ref); err == nil || strings.Contains(err.Error(), pass) {
 		t.Errorf("pull with a wrong password = %v; want an error without the password", err)
 	}
+}
+
+// TestForgedConfigurationGetsItsOwnTree: a registry serves an image whose
+// configuration is a trusted image's, byte for byte, over layers of its
+// own. Whichever is pulled first, each reference gets the tree of its own
+// layers: the second pull fetches its own layers, and the store keeps two
+// images. Two tags of one manifest still share one tree.
+func TestForgedConfigurationGetsItsOwnTree(t *testing.T) {
+	for _, forgedFirst := range []bool{true, false} {
+		t.Run(map[bool]string{true: "forged first", false: "trusted first"}[forgedFirst], func(t *testing.T) {
+			reg := ocitest.NewRegistry(t)
+			good := ocitest.Layer(t, ocitest.Entry{Name: "marker", Body: "TRUSTED\n"})
+			evil := ocitest.Layer(t, ocitest.Entry{Name: "marker", Body: "EVIL\n"}, ocitest.Entry{Name: "planted", Body: "x"})
+			trusted, trustedID := reg.Push(t, "library/node:lts", v1.Config{Env: []string{"PATH=/bin"}}, good)
+			forged, forgedID := reg.PushForged(t, "evil/node:lts", trusted, evil)
+			if forgedID == trustedID {
+				t.Fatal("the forged image has the trusted one's manifest")
+			}
+			s, _ := open(t, image.Options{})
+			order := []string{trusted, forged}
+			if forgedFirst {
+				order = []string{forged, trusted}
+			}
+			imgs := map[string]*image.Image{}
+			for _, ref := range order {
+				img, err := s.Get(t.Context(), ref)
+				if err != nil {
+					t.Fatal(err)
+				}
+				imgs[ref] = img
+			}
+			for ref, want := range map[string]string{trusted: "TRUSTED\n", forged: "EVIL\n"} {
+				if b, err := os.ReadFile(filepath.Join(imgs[ref].Root, "marker")); string(b) != want {
+					t.Errorf("%s: /marker = %q (%v), want %q", ref, b, err, want)
+				}
+			}
+			if imgs[trusted].ID != trustedID || imgs[forged].ID != forgedID {
+				t.Errorf("ids %s and %s, want the manifests' %s and %s", imgs[trusted].ID, imgs[forged].ID, trustedID, forgedID)
+			}
+			if got := ocitest.Unpacked(t, imgs[trusted].Root); !cmp.Equal(got, []string{"marker"}) {
+				t.Errorf("the trusted tree: %v", got)
+			}
+			if g, e := reg.BlobGetsOf(t, good), reg.BlobGetsOf(t, evil); g != 1 || e != 1 {
+				t.Errorf("the trusted layer was fetched %d times and the forged one %d, want each once", g, e)
+			}
+			if l, err := s.List(); err != nil || len(l) != 2 {
+				t.Errorf("the store has %d images (%v), want 2", len(l), err)
+			}
+			// Another tag of the trusted manifest is the same image.
+			again, _ := reg.Push(t, "library/node:22", v1.Config{Env: []string{"PATH=/bin"}}, good)
+			if img, err := s.Get(t.Context(), again); err != nil || img.ID != trustedID || img.Root != imgs[trusted].Root {
+				t.Errorf("another tag of the trusted image = %+v, %v", img, err)
+			}
+			if n := reg.BlobGets(); n != 0 {
+				t.Errorf("another tag of an image the store has fetched %d blobs", n)
+			}
+		})
+	}
+}
+
+// TestFormatOneStoreIsRekeyed: a store of boxd's first layout, keyed by
+// configuration digests, poisoned as the attack left it (the forged image
+// pulled first, the trusted reference then given its tree), with a second
+// image whose move a killed boxd left halfway. Opened now, no tree of it is
+// found by the trusted reference, which fetches its own layers; each tree
+// is under its own manifest's id; the reference each was pulled by still
+// finds it without asking the registry; a box record's old id still finds
+// the tree it ran; and the move is done once.
+func TestFormatOneStoreIsRekeyed(t *testing.T) {
+	reg := ocitest.NewRegistry(t)
+	good := ocitest.Layer(t, ocitest.Entry{Name: "marker", Body: "TRUSTED\n"})
+	evil := ocitest.Layer(t, ocitest.Entry{Name: "marker", Body: "EVIL\n"})
+	otherLayer := ocitest.Layer(t, ocitest.Entry{Name: "other", Body: "o\n"})
+	trusted, _ := reg.Push(t, "library/node:lts", v1.Config{}, good)
+	otherAlias, _ := reg.Push(t, "test/other:latest", v1.Config{}, otherLayer)
+	other, otherID := reg.Push(t, "test/other:1", v1.Config{}, otherLayer)
+	forged, forgedID := reg.PushForged(t, "evil/node:lts", trusted, evil)
+	cfg, otherCfg := configOf(t, trusted), configOf(t, other)
+	if configOf(t, forged) != cfg {
+		t.Fatal("the forged image has a configuration of its own")
+	}
+
+	dir := t.TempDir()
+	oldTree := func(parent, id, ref, digest string, files map[string]string) {
+		root := filepath.Join(dir, parent, id, "rootfs")
+		if err := os.MkdirAll(root, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, body := range files {
+			if err := os.WriteFile(filepath.Join(root, name), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if digest != "" {
+			meta := `{"id":"` + id + `","ref":"` + ref + `","digest":"sha256:` + digest + `","size":5,"pulled":"2025-01-01T00:00:00Z"}`
+			if err := os.WriteFile(filepath.Join(dir, parent, id, "image.json"), []byte(meta), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	oldTree("roots", cfg, forged, forgedID, map[string]string{"marker": "EVIL\n"})
+	oldTree("legacy", otherCfg, other, otherID, map[string]string{"other": "o\n"})
+	oldTree("roots", strings.Repeat("ab", 32), "", "", map[string]string{"junk": ""}) // no image.json
+	refs := `{"` + trusted + `":"` + cfg + `","` + forged + `":"` + cfg + `","` + other + `":"` + otherCfg + `","` + otherAlias + `":"` + otherCfg + `"}`
+	if err := os.WriteFile(filepath.Join(dir, "refs.json"), []byte(refs), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	for range 2 { // the second open finds the move done
+		s, err := image.Open(dir, image.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := s.Refs(), map[string]string{forged: forgedID, other: otherID}; !cmp.Equal(got, want) {
+			t.Errorf("refs after the move = %v, want %v", got, want)
+		}
+		// A box of the old store keeps the tree it ran.
+		if img, err := s.Lookup(cfg); err != nil || img.ID != forgedID || s.Current(cfg) != forgedID {
+			t.Errorf("lookup of an old id = %+v, %v (current %s), want the tree of %s", img, err, s.Current(cfg), forgedID)
+		} else if b, _ := os.ReadFile(filepath.Join(img.Root, "marker")); string(b) != "EVIL\n" {
+			t.Errorf("the old id's tree has marker %q", b)
+		}
+		want := []string{
+			forgedID + "/", forgedID + "/image.json", forgedID + "/rootfs/", forgedID + "/rootfs/marker",
+			otherID + "/", otherID + "/image.json", otherID + "/rootfs/", otherID + "/rootfs/other",
+		}
+		slices.Sort(want)
+		if got := ocitest.Unpacked(t, filepath.Join(dir, "roots")); !cmp.Equal(got, want) {
+			t.Errorf("roots after the move: %v", got)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "legacy")); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("legacy is still there: %v", err)
+		}
+	}
+
+	s, err := image.Open(dir, image.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := reg.Requests()
+	for ref, want := range map[string]string{forged: forgedID, other: otherID} {
+		if img, err := s.Get(t.Context(), ref); err != nil || img.ID != want {
+			t.Errorf("get %s = %+v, %v; want %s from the store", ref, img, err, want)
+		}
+	}
+	if n := reg.Requests() - before; n != 0 {
+		t.Errorf("references kept by the move sent %d requests", n)
+	}
+	img, err := s.Get(t.Context(), trusted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(img.Root, "marker")); string(b) != "TRUSTED\n" || reg.BlobGetsOf(t, good) != 1 {
+		t.Errorf("the trusted reference after the move: marker %q, its layer fetched %d times", b, reg.BlobGetsOf(t, good))
+	}
+	// A reference that found a tree by its configuration asks again which
+	// manifest it names, and fetches no blob the store has.
+	if img, err := s.Get(t.Context(), otherAlias); err != nil || img.ID != otherID || reg.BlobGetsOf(t, otherLayer) != 0 {
+		t.Errorf("get %s = %+v, %v (its layer fetched %d times)", otherAlias, img, err, reg.BlobGetsOf(t, otherLayer))
+	}
+	// Removing the image ends its old id too.
+	if gone, err := s.Remove(func(img *image.Image) bool { return img.ID == forgedID }); err != nil || len(gone) != 1 {
+		t.Fatalf("remove = %v, %v", gone, err)
+	}
+	if _, err := s.Lookup(cfg); !errors.Is(err, image.ErrUnknown) {
+		t.Errorf("lookup of the old id of a removed image = %v", err)
+	}
+}
+
+// configOf returns the hex digest of ref's configuration, as its registry
+// serves it.
+func configOf(t *testing.T, ref string) string {
+	t.Helper()
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := remote.Image(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := img.ConfigName()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.Hex
 }
