@@ -24,7 +24,7 @@ var wantOperationIDs = []string{
 	"getBoxStatus", "pauseBox", "resumeBox", "getBoxLogs", "listBoxRuns", "getBoxRun",
 	"cancelRun", "getInitCommand", "setInitCommand", "deleteInitCommand", "configureModel",
 	"configureCustomRunner", "updateNetworkPolicy", "addSkill", "removeSkill", "addLabel",
-	"removeLabel", "updateGitConfig",
+	"removeLabel", "updateGitConfig", "updateGitConfigLegacy",
 	// snapshots
 	"createSnapshot", "listSnapshots", "deleteSnapshot", "deleteSnapshots",
 	// account env
@@ -57,7 +57,7 @@ var wantOperationIDs = []string{
 // with sends; each must say so with x-box-origin: designed.
 var designedOperations = []string{
 	"updateSchedule", "statFile", "makeDirectory", "renameFile", "removeFile", "execSession",
-	"gitCreateIssue",
+	"gitCreateIssue", "updateGitConfig",
 	"createBrowserTab", "listBrowserTabs", "closeBrowserTab", "browserGoto", "getBrowserContent",
 	"browserScreenshot", "browserExtract", "browserObserve", "browserAct", "browserConnect",
 	"browserScreencast",
@@ -69,7 +69,7 @@ var designedOperations = []string{
 var designedProperties = map[string][]string{
 	"BoxData":                  {"browser"},
 	"CreateBoxRequest":         {"browser"},
-	"GitCloneRequest":          {"depth", "directory"},
+	"GitCloneRequest":          {"depth", "directory", "folder"},
 	"CreatePullRequestRequest": {"attach"},
 	"PullRequest":              {"warning"},
 	"GitExecResponse":          {"exit_code"},
@@ -201,6 +201,37 @@ func TestSecurity(t *testing.T) {
 		if o.op.Security != nil {
 			t.Errorf("%s overrides the global security requirement", o.op.OperationID)
 		}
+	}
+}
+
+// TestGitConfigPaths checks that the git identity has the path today's
+// cloud serves as its operation, and the older path as a deprecated twin
+// with the same wire.
+func TestGitConfigPaths(t *testing.T) {
+	doc := loadSpec(t)
+	primary := doc.Paths.Value("/v2/box/{id}/config/git")
+	legacy := doc.Paths.Value("/v2/box/{id}/git-config")
+	if primary == nil || primary.Put == nil || legacy == nil || legacy.Put == nil {
+		t.Fatal("want PUT /v2/box/{id}/config/git and PUT /v2/box/{id}/git-config")
+	}
+	p, l := primary.Put, legacy.Put
+	if p.OperationID != "updateGitConfig" || p.Deprecated {
+		t.Errorf("PUT /config/git = %s (deprecated %v), want updateGitConfig, not deprecated", p.OperationID, p.Deprecated)
+	}
+	if l.OperationID != "updateGitConfigLegacy" || !l.Deprecated {
+		t.Errorf("PUT /git-config = %s (deprecated %v), want updateGitConfigLegacy, deprecated", l.OperationID, l.Deprecated)
+	}
+	if p.RequestBody.Value.Content.Get("application/json").Schema.Ref != l.RequestBody.Value.Content.Get("application/json").Schema.Ref {
+		t.Error("the two git identity paths take different bodies")
+	}
+	for code, r := range p.Responses.Map() {
+		lr := l.Responses.Value(code)
+		if lr == nil || (r.Ref != lr.Ref) || (r.Ref == "" && r.Value.Content.Get("application/json").Schema.Ref != lr.Value.Content.Get("application/json").Schema.Ref) {
+			t.Errorf("response %s differs between the two git identity paths", code)
+		}
+	}
+	if len(p.Responses.Map()) != len(l.Responses.Map()) {
+		t.Error("the two git identity paths answer different statuses")
 	}
 }
 
