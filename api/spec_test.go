@@ -181,21 +181,34 @@ func TestErrorResponsesUseErrorResponse(t *testing.T) {
 func TestSecurity(t *testing.T) {
 	doc := loadSpec(t)
 	schemes := doc.Components.SecuritySchemes
-	if len(schemes) != 1 {
-		t.Fatalf("want exactly one security scheme, got %d", len(schemes))
+	if len(schemes) != 2 {
+		t.Fatalf("want exactly two security schemes (BoxApiKey, BearerAuth), got %d", len(schemes))
 	}
-	for name, ref := range schemes {
-		s := ref.Value
-		if s.Type != "apiKey" || s.In != "header" || s.Name != "X-Box-Api-Key" {
-			t.Errorf("security scheme %s = {type %q, in %q, name %q}, want apiKey in header X-Box-Api-Key",
-				name, s.Type, s.In, s.Name)
+	if ref := schemes["BoxApiKey"]; ref == nil {
+		t.Error("security scheme BoxApiKey is missing")
+	} else if s := ref.Value; s.Type != "apiKey" || s.In != "header" || s.Name != "X-Box-Api-Key" {
+		t.Errorf("security scheme BoxApiKey = {type %q, in %q, name %q}, want apiKey in header X-Box-Api-Key", s.Type, s.In, s.Name)
+	}
+	if ref := schemes["BearerAuth"]; ref == nil {
+		t.Error("security scheme BearerAuth is missing")
+	} else if s := ref.Value; s.Type != "http" || !strings.EqualFold(s.Scheme, "bearer") {
+		t.Errorf("security scheme BearerAuth = {type %q, scheme %q}, want http bearer", s.Type, s.Scheme)
+	} else if s.Extensions["x-box-origin"] != "designed" || s.Extensions["x-box-evidence"] != "newer-sdk" {
+		t.Error("security scheme BearerAuth must be marked x-box-origin: designed, x-box-evidence: newer-sdk")
+	}
+	// Either credential alone is enough: two requirements, one scheme each.
+	var got []string
+	for _, req := range doc.Security {
+		if len(req) != 1 {
+			t.Errorf("global security requirement %v names %d schemes, want one", req, len(req))
 		}
-		if len(doc.Security) != 1 {
-			t.Fatalf("global security = %v, want exactly [{%s: []}]", doc.Security, name)
+		for name := range req {
+			got = append(got, name)
 		}
-		if _, ok := doc.Security[0][name]; !ok || len(doc.Security[0]) != 1 {
-			t.Errorf("global security = %v, want exactly [{%s: []}]", doc.Security, name)
-		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"BearerAuth", "BoxApiKey"}) {
+		t.Errorf("global security = %v, want [{BoxApiKey: []}, {BearerAuth: []}]", doc.Security)
 	}
 	for _, o := range operations(doc) {
 		if o.op.Security != nil {
