@@ -24,7 +24,7 @@ var wantOperationIDs = []string{
 	"getBoxStatus", "pauseBox", "resumeBox", "getBoxLogs", "listBoxRuns", "getBoxRun",
 	"cancelRun", "getInitCommand", "setInitCommand", "deleteInitCommand", "configureModel",
 	"configureCustomRunner", "updateNetworkPolicy", "addSkill", "removeSkill", "addLabel",
-	"removeLabel", "updateGitConfig",
+	"removeLabel", "updateGitConfig", "updateGitConfigLegacy",
 	// snapshots
 	"createSnapshot", "listSnapshots", "deleteSnapshot", "deleteSnapshots",
 	// account env
@@ -57,7 +57,7 @@ var wantOperationIDs = []string{
 // with sends; each must say so with x-box-origin: designed.
 var designedOperations = []string{
 	"updateSchedule", "statFile", "makeDirectory", "renameFile", "removeFile", "execSession",
-	"gitCreateIssue",
+	"gitCreateIssue", "updateGitConfig",
 	"createBrowserTab", "listBrowserTabs", "closeBrowserTab", "browserGoto", "getBrowserContent",
 	"browserScreenshot", "browserExtract", "browserObserve", "browserAct", "browserConnect",
 	"browserScreencast",
@@ -69,7 +69,7 @@ var designedOperations = []string{
 var designedProperties = map[string][]string{
 	"BoxData":                  {"browser"},
 	"CreateBoxRequest":         {"browser"},
-	"GitCloneRequest":          {"depth", "directory"},
+	"GitCloneRequest":          {"depth", "directory", "folder"},
 	"CreatePullRequestRequest": {"attach"},
 	"PullRequest":              {"warning"},
 	"GitExecResponse":          {"exit_code"},
@@ -181,26 +181,70 @@ func TestErrorResponsesUseErrorResponse(t *testing.T) {
 func TestSecurity(t *testing.T) {
 	doc := loadSpec(t)
 	schemes := doc.Components.SecuritySchemes
-	if len(schemes) != 1 {
-		t.Fatalf("want exactly one security scheme, got %d", len(schemes))
+	if len(schemes) != 2 {
+		t.Fatalf("want exactly two security schemes (BoxApiKey, BearerAuth), got %d", len(schemes))
 	}
-	for name, ref := range schemes {
-		s := ref.Value
-		if s.Type != "apiKey" || s.In != "header" || s.Name != "X-Box-Api-Key" {
-			t.Errorf("security scheme %s = {type %q, in %q, name %q}, want apiKey in header X-Box-Api-Key",
-				name, s.Type, s.In, s.Name)
+	if ref := schemes["BoxApiKey"]; ref == nil {
+		t.Error("security scheme BoxApiKey is missing")
+	} else if s := ref.Value; s.Type != "apiKey" || s.In != "header" || s.Name != "X-Box-Api-Key" {
+		t.Errorf("security scheme BoxApiKey = {type %q, in %q, name %q}, want apiKey in header X-Box-Api-Key", s.Type, s.In, s.Name)
+	}
+	if ref := schemes["BearerAuth"]; ref == nil {
+		t.Error("security scheme BearerAuth is missing")
+	} else if s := ref.Value; s.Type != "http" || !strings.EqualFold(s.Scheme, "bearer") {
+		t.Errorf("security scheme BearerAuth = {type %q, scheme %q}, want http bearer", s.Type, s.Scheme)
+	} else if s.Extensions["x-box-origin"] != "designed" || s.Extensions["x-box-evidence"] != "newer-sdk" {
+		t.Error("security scheme BearerAuth must be marked x-box-origin: designed, x-box-evidence: newer-sdk")
+	}
+	// Either credential alone is enough: two requirements, one scheme each.
+	var got []string
+	for _, req := range doc.Security {
+		if len(req) != 1 {
+			t.Errorf("global security requirement %v names %d schemes, want one", req, len(req))
 		}
-		if len(doc.Security) != 1 {
-			t.Fatalf("global security = %v, want exactly [{%s: []}]", doc.Security, name)
+		for name := range req {
+			got = append(got, name)
 		}
-		if _, ok := doc.Security[0][name]; !ok || len(doc.Security[0]) != 1 {
-			t.Errorf("global security = %v, want exactly [{%s: []}]", doc.Security, name)
-		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"BearerAuth", "BoxApiKey"}) {
+		t.Errorf("global security = %v, want [{BoxApiKey: []}, {BearerAuth: []}]", doc.Security)
 	}
 	for _, o := range operations(doc) {
 		if o.op.Security != nil {
 			t.Errorf("%s overrides the global security requirement", o.op.OperationID)
 		}
+	}
+}
+
+// TestGitConfigPaths checks that the git identity has the path today's
+// cloud serves as its operation, and the older path as a deprecated twin
+// with the same wire.
+func TestGitConfigPaths(t *testing.T) {
+	doc := loadSpec(t)
+	primary := doc.Paths.Value("/v2/box/{id}/config/git")
+	legacy := doc.Paths.Value("/v2/box/{id}/git-config")
+	if primary == nil || primary.Put == nil || legacy == nil || legacy.Put == nil {
+		t.Fatal("want PUT /v2/box/{id}/config/git and PUT /v2/box/{id}/git-config")
+	}
+	p, l := primary.Put, legacy.Put
+	if p.OperationID != "updateGitConfig" || p.Deprecated {
+		t.Errorf("PUT /config/git = %s (deprecated %v), want updateGitConfig, not deprecated", p.OperationID, p.Deprecated)
+	}
+	if l.OperationID != "updateGitConfigLegacy" || !l.Deprecated {
+		t.Errorf("PUT /git-config = %s (deprecated %v), want updateGitConfigLegacy, deprecated", l.OperationID, l.Deprecated)
+	}
+	if p.RequestBody.Value.Content.Get("application/json").Schema.Ref != l.RequestBody.Value.Content.Get("application/json").Schema.Ref {
+		t.Error("the two git identity paths take different bodies")
+	}
+	for code, r := range p.Responses.Map() {
+		lr := l.Responses.Value(code)
+		if lr == nil || (r.Ref != lr.Ref) || (r.Ref == "" && r.Value.Content.Get("application/json").Schema.Ref != lr.Value.Content.Get("application/json").Schema.Ref) {
+			t.Errorf("response %s differs between the two git identity paths", code)
+		}
+	}
+	if len(p.Responses.Map()) != len(l.Responses.Map()) {
+		t.Error("the two git identity paths answer different statuses")
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 // Header names used on every request.
 const (
 	headerAPIKey            = "X-Box-Api-Key"
+	headerAuthorization     = "Authorization"
 	headerTelemetrySDK      = "Upstash-Telemetry-Sdk"
 	headerTelemetryRuntime  = "Upstash-Telemetry-Runtime"
 	headerTelemetryPlatform = "Upstash-Telemetry-Platform"
@@ -76,7 +77,7 @@ func newClient(cfg clientConfig, opts []Option) (*Client, error) {
 	// Headers the transport adds to every request, computed once here.
 	// WithHeader values are set last so they can replace the SDK's own.
 	header := http.Header{}
-	header.Set(headerAPIKey, cfg.apiKey)
+	setCredential(header, cfg)
 	if cfg.telemetry {
 		for k, v := range telemetryHeaders() {
 			header.Set(k, v)
@@ -104,6 +105,18 @@ func newClient(cfg clientConfig, opts []Option) (*Client, error) {
 		return nil, fmt.Errorf("box: %w", err)
 	}
 	return &Client{cfg: cfg, http: &hc, do: t, api: api}, nil
+}
+
+// setCredential sets the header of cfg's credential in h, and removes the
+// other one: a bearer token when there is one, else the API key.
+func setCredential(h http.Header, cfg clientConfig) {
+	if cfg.bearerToken != "" {
+		h.Del(headerAPIKey)
+		h.Set(headerAuthorization, "Bearer "+cfg.bearerToken)
+		return
+	}
+	h.Del(headerAuthorization)
+	h.Set(headerAPIKey, cfg.apiKey)
 }
 
 // BaseURL returns the endpoint the Client sends requests to, without a
@@ -184,9 +197,10 @@ func telemetryPlatform() string {
 // errTooManyRedirects mirrors net/http's default redirect limit.
 var errTooManyRedirects = errors.New("box: stopped after 10 redirects")
 
-// guardRedirect wraps a CheckRedirect policy so the API key is not
-// forwarded when a redirect leaves the original host or downgrades from
-// https (net/http only strips its own well-known credential headers). The wrapped policy,
+// guardRedirect wraps a CheckRedirect policy so the credential (API key
+// or bearer token) is not forwarded when a redirect leaves the original
+// host or downgrades from https (net/http strips only its own well-known
+// credential headers, and only on a change of domain). The wrapped policy,
 // or net/http's default of 10 redirects, then decides as before.
 func guardRedirect(next func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
 	return func(req *http.Request, via []*http.Request) error {
@@ -196,6 +210,7 @@ func guardRedirect(next func(*http.Request, []*http.Request) error) func(*http.R
 			upgrade := first.Scheme == "http" && req.URL.Scheme == "https"
 			if !sameHost || (req.URL.Scheme != first.Scheme && !upgrade) {
 				req.Header.Del(headerAPIKey)
+				req.Header.Del(headerAuthorization)
 			}
 		}
 		if next != nil {

@@ -2,6 +2,7 @@ package box
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/upstash/box-go/gen"
@@ -27,16 +28,23 @@ type CloneParams struct {
 	Branch string
 	// Depth > 0 makes a shallow clone with that many commits.
 	Depth int
-	// Directory is where the clone goes, relative to the working
-	// directory or absolute. Empty means a directory named after the
-	// repository, as git clone does.
+	// Folder is where the clone goes: relative to the working directory,
+	// or absolute. Empty means a directory named after the repository in
+	// the working directory, as git clone names it. A Folder that exists
+	// and is not empty is refused (409), and nothing in it changes; on
+	// boxd, for the official SDK 0.5.5, one whose own name is not the
+	// repository's gets the clone inside it instead.
+	Folder string
+	// Directory is the former name of Folder and means the same.
+	//
+	// Deprecated: use Folder.
 	Directory string
 }
 
-// Clone clones a repository into the working directory (POST
-// /v2/box/{id}/git/clone), sending the box's git token with it. The
-// server remembers that token for the box's later pushes and pull
-// requests.
+// Clone clones a repository (POST /v2/box/{id}/git/clone), sending the
+// box's git token with it and the destination as `folder`, an absolute
+// path, as the newest official SDKs do. The server remembers that token
+// for the box's later pushes and pull requests.
 func (g *Git) Clone(ctx context.Context, params *CloneParams, opts ...Option) error {
 	ctx = withCallOptions(ctx, opts)
 	if params == nil || strings.TrimSpace(params.Repo) == "" {
@@ -45,17 +53,54 @@ func (g *Git) Clone(ctx context.Context, params *CloneParams, opts ...Option) er
 	if params.Depth < 0 {
 		return invalidf("box: git clone: Depth must not be negative")
 	}
+	dest := params.Folder
+	if d := params.Directory; d != "" {
+		if dest != "" && dest != d {
+			return invalidf("box: git clone: Folder and its former name Directory differ; set Folder alone")
+		}
+		dest = d
+	}
 	body := gen.GitCloneRequest{
 		Repo:        params.Repo,
 		Branch:      nonEmpty(params.Branch),
-		Directory:   nonEmpty(params.Directory),
 		GithubToken: nonEmpty(g.token()),
-		Folder:      g.b.folder(),
+		Folder:      g.cloneFolder(params.Repo, dest),
 	}
 	if params.Depth > 0 {
 		body.Depth = &params.Depth
 	}
 	return none(g.b.c.api.GitClone(ctx, g.b.id, body))
+}
+
+// cloneFolder is the `folder` of a clone: dest resolved against the
+// working directory, or the directory git would name after repo there.
+// At /workspace/home with no dest, none is sent, and the server names the
+// directory; that is also the way out when repo has no usable name.
+func (g *Git) cloneFolder(repo, dest string) *string {
+	wd := g.b.wd.get()
+	if dest != "" {
+		return nonEmpty(join(wd, dest))
+	}
+	name := repoDirName(repo)
+	if wd == WorkspaceHome || name == "" {
+		return g.b.folder()
+	}
+	return nonEmpty(join(wd, name))
+}
+
+// repoDirName is the directory name git clone gives a clone of repo: its
+// last path segment without a trailing ".git"; empty when there is none.
+func repoDirName(repo string) string {
+	r := strings.TrimRight(strings.TrimSpace(repo), "/")
+	r = strings.TrimRight(strings.TrimSuffix(r, "/.git"), "/")
+	if i := strings.LastIndexAny(r, "/:"); i >= 0 {
+		r = r[i+1:]
+	}
+	r = strings.TrimSuffix(r, ".git")
+	if r == "" || r == "." || r == ".." {
+		return ""
+	}
+	return r
 }
 
 func (g *Git) token() string {
@@ -125,21 +170,63 @@ func (g *Git) Commit(ctx context.Context, params *CommitParams, opts ...Option) 
 // PushParams says what to push. A nil *PushParams pushes the current
 // branch.
 type PushParams struct {
-	// Branch is the local branch to push; empty means the current one.
+	// Branch is the local branch to push; empty means the one checked
+	// out.
 	Branch string
 }
+
+// ErrDetachedHead is returned by [Git.Push] without a branch when the
+// working directory's repository has no branch checked out (a detached
+// HEAD): there is no current branch to push. Check one out with
+// [Git.Checkout], or name the branch in PushParams.
+var ErrDetachedHead = errors.New("box: git push: HEAD is detached, so there is no current branch to push; check out a branch or set PushParams.Branch")
 
 // Push pushes a branch to origin and makes it the branch's upstream (git
 // push -u origin <branch>). A push the remote refuses as
 // non-fast-forward is a 409.
+//
+// Without a branch, Push first asks the box which branch is checked out
+// (git symbolic-ref, through POST …/git/exec) and sends that one, since the
+// cloud, given no branch, pushes a new branch named after the box instead.
+// On a detached HEAD it returns [ErrDetachedHead] and pushes nothing.
 func (g *Git) Push(ctx context.Context, params *PushParams, opts ...Option) error {
 	ctx = withCallOptions(ctx, opts)
-	var body gen.GitPushRequest
+	var branch string
 	if params != nil {
-		body.Branch = nonEmpty(params.Branch)
+		branch = params.Branch
 	}
-	body.Folder = g.b.folder()
-	return none(g.b.c.api.GitPush(ctx, g.b.id, body))
+	if branch == "" {
+		var err error
+		if branch, err = g.currentBranch(ctx); err != nil {
+			return err
+		}
+	}
+	return none(g.b.c.api.GitPush(ctx, g.b.id, gen.GitPushRequest{Branch: nonEmpty(branch), Folder: g.b.folder()}))
+}
+
+// currentBranch is the branch checked out in the working directory. It is
+// empty, with no error, when git cannot tell (outside a repository, or a
+// server that does not report git's exit code): the push then goes
+// without a branch, and the server says what is wrong.
+func (g *Git) currentBranch(ctx context.Context) (string, error) {
+	r, err := call[gen.GitExecResponse](g.b.c.api.GitExec(withIdempotent(ctx), g.b.id, gen.GitExecRequest{
+		Args:   []string{"symbolic-ref", "--quiet", "--short", "HEAD"},
+		Folder: g.b.folder(),
+	}))
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case r.ExitCode == nil:
+		return "", nil
+	case *r.ExitCode == 0:
+		return strings.TrimSpace(r.Output), nil
+	case *r.ExitCode == 1:
+		// symbolic-ref --quiet exits 1, silently, when HEAD names a
+		// commit rather than a branch.
+		return "", ErrDetachedHead
+	}
+	return "", nil
 }
 
 // Checkout switches to branch. On boxd, an existing local branch is
@@ -251,7 +338,9 @@ type GitConfig struct {
 }
 
 // UpdateConfig sets the identity commits are made with, box-wide (PUT
-// /v2/box/{id}/git-config; not tied to the working directory).
+// /v2/box/{id}/config/git; not tied to the working directory). boxd also
+// serves the path older SDKs call, /v2/box/{id}/git-config; today's cloud
+// serves only this one.
 func (g *Git) UpdateConfig(ctx context.Context, params *GitConfigParams, opts ...Option) (GitConfig, error) {
 	ctx = withCallOptions(ctx, opts)
 	if params == nil || (params.UserName == "" && params.UserEmail == "") {

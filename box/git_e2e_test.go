@@ -4,10 +4,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/upstash/box-go/box"
 	"github.com/upstash/box-go/boxtest"
@@ -266,10 +269,11 @@ func TestGitClone(t *testing.T) {
 		count  string // commits in HEAD's history
 	}{
 		{"full URL", box.CloneParams{Repo: e.git.BoxURL + "/acme/lib"}, "lib", "main", "2"},
-		{"full URL with .git", box.CloneParams{Repo: e.git.BoxURL + "/acme/lib.git", Directory: "dotgit"}, "dotgit", "main", "2"},
-		{"host/owner/repo", box.CloneParams{Repo: strings.TrimPrefix(e.git.BoxURL, "http://") + "/acme/lib", Directory: "hostform"}, "hostform", "main", "2"},
-		{"owner/repo, branch, depth", box.CloneParams{Repo: "acme/lib", Branch: "dev", Depth: 1, Directory: "shallow"}, "shallow", "dev", "1"},
-		{"absolute directory", box.CloneParams{Repo: "acme/lib", Directory: "/tmp/elsewhere/lib"}, "/tmp/elsewhere/lib", "main", "2"},
+		{"full URL with .git", box.CloneParams{Repo: e.git.BoxURL + "/acme/lib.git", Folder: "dotgit"}, "dotgit", "main", "2"},
+		{"host/owner/repo", box.CloneParams{Repo: strings.TrimPrefix(e.git.BoxURL, "http://") + "/acme/lib", Folder: "hostform"}, "hostform", "main", "2"},
+		{"owner/repo, branch, depth", box.CloneParams{Repo: "acme/lib", Branch: "dev", Depth: 1, Folder: "shallow"}, "shallow", "dev", "1"},
+		{"absolute folder", box.CloneParams{Repo: "acme/lib", Folder: "/tmp/elsewhere/lib"}, "/tmp/elsewhere/lib", "main", "2"},
+		{"Directory, Folder's former name", box.CloneParams{Repo: "acme/lib", Directory: "formerly"}, "formerly", "main", "2"},
 	} {
 		if err := b.Git.Clone(ctx, &tc.params); err != nil {
 			t.Errorf("%s: Clone: %v", tc.name, err)
@@ -303,15 +307,35 @@ func TestGitClone(t *testing.T) {
 	if err := b.Cd(ctx, "/workspace/home/sub/lib"); err != nil {
 		t.Errorf("clone from /workspace/home/sub did not land in sub/lib: %v", err)
 	}
+	if err := b.Cd(ctx, box.WorkspaceHome+"/sub"); err != nil {
+		t.Fatal(err)
+	}
+	// A Folder is relative to the working directory, and its parents are
+	// made. The same clone again is a 409 that leaves the clone as it is.
+	if err := b.Git.Clone(ctx, &box.CloneParams{Repo: "acme/lib", Folder: "given/place"}); err != nil {
+		t.Fatalf("Clone into a given folder: %v", err)
+	}
+	if got := e.out(t, b.At("given/place"), "rev-parse", "--show-toplevel"); got != "/workspace/home/sub/given/place" {
+		t.Errorf("Clone with Folder given/place from sub: the repository is at %q", got)
+	}
+	e.write(t, b, "given/place/lib.txt", "mine\n")
+	err := b.Git.Clone(ctx, &box.CloneParams{Repo: "acme/lib", Folder: "given/place"})
+	e.apiError(t, "Clone into the same folder again", err, http.StatusConflict, "already exists")
+	if got, err := b.Files.ReadText(ctx, "given/place/lib.txt"); err != nil || got != "mine\n" {
+		t.Errorf("the clone after the refused one: lib.txt = %q, %v; want the local change kept", got, err)
+	}
+	if _, err := b.Files.Stat(ctx, "given/place/lib", nil); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the refused clone left given/place/lib behind: %v", err)
+	}
 	if err := b.Cd(ctx, box.WorkspaceHome); err != nil {
 		t.Fatal(err)
 	}
 
-	err := b.Git.Clone(ctx, &box.CloneParams{Repo: "acme/lib"})
+	err = b.Git.Clone(ctx, &box.CloneParams{Repo: "acme/lib"})
 	e.apiError(t, "Clone into an existing directory", err, http.StatusConflict, "already exists")
 	err = b.Git.Clone(ctx, &box.CloneParams{Repo: "acme/missing"})
 	e.apiError(t, "Clone of a missing repository", err, http.StatusBadRequest, "not found")
-	err = b.Git.Clone(ctx, &box.CloneParams{Repo: "acme/lib", Branch: "no-such-branch", Directory: "x"})
+	err = b.Git.Clone(ctx, &box.CloneParams{Repo: "acme/lib", Branch: "no-such-branch", Folder: "x"})
 	e.apiError(t, "Clone of a missing branch", err, http.StatusBadRequest, "no-such-branch")
 	err = b.Git.Clone(ctx, &box.CloneParams{Repo: "--upload-pack=touch /tmp/pwned"})
 	e.apiError(t, "Clone of an option", err, http.StatusBadRequest, "not a repository")
@@ -490,4 +514,62 @@ func TestGitPullRequestsAndIssues(t *testing.T) {
 	_, err = other.Git.CreatePR(ctx, &box.PRParams{Title: "x"})
 	e.apiError(t, "CreatePR without a token", err, http.StatusBadRequest, "token")
 	e.note(pr.URL + pr.Warning + again.Warning + is.Warning)
+}
+
+// TestGitPushCurrentBranch checks that Push without a branch pushes the
+// branch checked out, naming it on the wire so that boxd and the cloud
+// push the same branch, and that a detached HEAD is ErrDetachedHead with
+// nothing pushed.
+func TestGitPushCurrentBranch(t *testing.T) {
+	t.Parallel()
+	e := newGitEnv(t)
+	ctx := t.Context()
+	e.git.Repo(t, "acme/push", map[string]string{"a.txt": "a\n"})
+	b := newBox(t, e.srv, &box.CreateParams{Git: &box.GitOptions{Token: gitToken}})
+	if err := b.Git.Clone(ctx, &box.CloneParams{Repo: "acme/push"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Cd(ctx, "push"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Git.Checkout(ctx, "topic/one"); err != nil {
+		t.Fatal(err)
+	}
+	e.write(t, b, "b.txt", "b\n")
+	c, err := b.Git.Commit(ctx, &box.CommitParams{Message: "on topic"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Git.Push(ctx, &box.PushParams{}); err != nil {
+		t.Fatalf("Push on topic/one: %v", err)
+	}
+	branches, err := e.git.Branches("acme/push")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if branches["topic/one"] != c.SHA {
+		t.Errorf("the server's branches after Push = %v, want topic/one at %s", branches, c.SHA)
+	}
+
+	// Detached: no current branch, nothing pushed.
+	e.out(t, b, "checkout", "--quiet", "--detach")
+	e.write(t, b, "c.txt", "c\n")
+	if _, err := b.Git.Commit(ctx, &box.CommitParams{Message: "detached"}); err != nil {
+		t.Fatal(err)
+	}
+	err = b.Git.Push(ctx, nil)
+	if !errors.Is(err, box.ErrDetachedHead) {
+		t.Fatalf("Push on a detached HEAD = %v, want ErrDetachedHead", err)
+	}
+	after, err := e.git.Branches("acme/push")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(branches, after); diff != "" {
+		t.Errorf("the server's branches changed after a refused push (-before +after):\n%s", diff)
+	}
+	// A named branch still pushes from a detached HEAD's repository.
+	if err := b.Git.Push(ctx, &box.PushParams{Branch: "main"}); err != nil {
+		t.Errorf("Push(main) from a detached HEAD: %v", err)
+	}
 }

@@ -2,6 +2,7 @@ package box
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -35,9 +36,10 @@ func TestGitWire(t *testing.T) {
 		"POST /v2/box/box-1/git/checkout":     `{}`,
 		"POST /v2/box/box-1/git/create-pr":    `{"url":"https://github.com/o/r/pull/42","number":42,"title":"T","base":"main","warning":"w"}`,
 		"POST /v2/box/box-1/git/create-issue": `{"url":"https://github.com/o/r/issues/7","number":7,"title":"I"}`,
-		"PUT /v2/box/box-1/git-config":        `{"git_user_name":"Bot","git_user_email":"bot@example.com"}`,
+		"PUT /v2/box/box-1/config/git":        `{"git_user_name":"Bot","git_user_email":"bot@example.com"}`,
 	}
 	execAnswer := `{"output":"fatal: bad\n","exit_code":128}`
+	headAnswer := `{"output":"main\n","exit_code":0}` // git symbolic-ref HEAD
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw, _ := io.ReadAll(r.Body)
 		var body map[string]any
@@ -47,6 +49,10 @@ func TestGitWire(t *testing.T) {
 		mu.Unlock()
 		key := r.Method + " " + r.URL.Path
 		if key == "POST /v2/box/box-1/git/exec" {
+			if args, _ := body["args"].([]any); len(args) > 0 && args[0] == "symbolic-ref" {
+				_, _ = io.WriteString(w, headAnswer)
+				return
+			}
 			_, _ = io.WriteString(w, execAnswer)
 			return
 		}
@@ -70,7 +76,11 @@ func TestGitWire(t *testing.T) {
 			t.Errorf("%s: %v", what, err)
 		}
 	}
-	check("Clone", b.Git.Clone(ctx, &CloneParams{Repo: "o/r", Branch: "dev", Depth: 1, Directory: "dest"}))
+	check("Clone", b.Git.Clone(ctx, &CloneParams{Repo: "o/r", Branch: "dev", Depth: 1, Folder: "dest"}))
+	check("Clone without Folder", b.Git.Clone(ctx, &CloneParams{Repo: "https://github.com/o/lib.git/"}))
+	check("Clone into an absolute Folder", b.Git.Clone(ctx, &CloneParams{Repo: "o/r", Folder: "/tmp/x/../y"}))
+	check("Clone with Directory", b.Git.Clone(ctx, &CloneParams{Repo: "o/r", Directory: "../old"}))
+	check("Clone with Folder and the same Directory", b.Git.Clone(ctx, &CloneParams{Repo: "o/r", Folder: "d", Directory: "d"}))
 	st, err := b.Git.Status(ctx)
 	check("Status", err)
 	d, err := b.Git.Diff(ctx)
@@ -104,16 +114,21 @@ func TestGitWire(t *testing.T) {
 
 	f := "app"
 	wantReqs := []sent{
-		{"POST", "/v2/box/box-1/git/clone", "", map[string]any{"repo": "o/r", "branch": "dev", "depth": 1.0, "directory": "dest", "github_token": "ghp_tok", "folder": f}},
+		{"POST", "/v2/box/box-1/git/clone", "", map[string]any{"repo": "o/r", "branch": "dev", "depth": 1.0, "github_token": "ghp_tok", "folder": "/workspace/home/app/dest"}},
+		{"POST", "/v2/box/box-1/git/clone", "", map[string]any{"repo": "https://github.com/o/lib.git/", "github_token": "ghp_tok", "folder": "/workspace/home/app/lib"}},
+		{"POST", "/v2/box/box-1/git/clone", "", map[string]any{"repo": "o/r", "github_token": "ghp_tok", "folder": "/tmp/y"}},
+		{"POST", "/v2/box/box-1/git/clone", "", map[string]any{"repo": "o/r", "github_token": "ghp_tok", "folder": "/workspace/home/old"}},
+		{"POST", "/v2/box/box-1/git/clone", "", map[string]any{"repo": "o/r", "github_token": "ghp_tok", "folder": "/workspace/home/app/d"}},
 		{"GET", "/v2/box/box-1/git/status", "folder=app", nil},
 		{"GET", "/v2/box/box-1/git/diff", "folder=app", nil},
 		{"POST", "/v2/box/box-1/git/commit", "", map[string]any{"message": "m", "author_name": "Jane", "folder": f}},
-		{"POST", "/v2/box/box-1/git/push", "", map[string]any{"folder": f}},
+		{"POST", "/v2/box/box-1/git/exec", "", map[string]any{"args": []any{"symbolic-ref", "--quiet", "--short", "HEAD"}, "folder": f}},
+		{"POST", "/v2/box/box-1/git/push", "", map[string]any{"branch": "main", "folder": f}},
 		{"POST", "/v2/box/box-1/git/push", "", map[string]any{"branch": "feat", "folder": f}},
 		{"POST", "/v2/box/box-1/git/checkout", "", map[string]any{"branch": "feat", "folder": f}},
 		{"POST", "/v2/box/box-1/git/create-pr", "", map[string]any{"title": "T", "attach": []any{"a.png#alt"}, "folder": f}},
 		{"POST", "/v2/box/box-1/git/create-issue", "", map[string]any{"title": "I", "body": "b", "folder": f}},
-		{"PUT", "/v2/box/box-1/git-config", "", map[string]any{"git_user_name": "Bot"}},
+		{"PUT", "/v2/box/box-1/config/git", "", map[string]any{"git_user_name": "Bot"}},
 		{"POST", "/v2/box/box-1/git/exec", "", map[string]any{"args": []any{"log", "-1"}, "folder": f}},
 		{"POST", "/v2/box/box-1/git/exec", "", map[string]any{"args": []any{"status"}, "folder": f}},
 	}
@@ -126,6 +141,20 @@ func TestGitWire(t *testing.T) {
 	}
 	if diff := cmp.Diff(wantReqs, take()); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+
+	// Push without a branch on a detached HEAD: ErrDetachedHead, and
+	// nothing is pushed. Where git cannot tell (outside a repository), the
+	// push goes without a branch and the server says what is wrong.
+	headAnswer = `{"output":"","exit_code":1}`
+	if err := b.Git.Push(ctx, nil); !errors.Is(err, ErrDetachedHead) {
+		t.Errorf("Push on a detached HEAD = %v, want ErrDetachedHead", err)
+	}
+	headAnswer = `{"output":"fatal: not a git repository\n","exit_code":128}`
+	check("Push outside a repository", b.Git.Push(ctx, &PushParams{}))
+	symref := sent{"POST", "/v2/box/box-1/git/exec", "", map[string]any{"args": []any{"symbolic-ref", "--quiet", "--short", "HEAD"}, "folder": f}}
+	if diff := cmp.Diff([]sent{symref, symref, {"POST", "/v2/box/box-1/git/push", "", map[string]any{"folder": f}}}, take()); diff != "" {
+		t.Errorf("requests of Push without a current branch (-want +got):\n%s", diff)
 	}
 
 	// At /workspace/home no folder is sent, and without a token no
@@ -151,15 +180,16 @@ func TestGitClientChecks(t *testing.T) {
 	b := pollClient(t, ts.URL).newBox(&gen.BoxData{ID: "box-1"})
 	ctx := t.Context()
 	for what, err := range map[string]error{
-		"Clone(nil)":         b.Git.Clone(ctx, nil),
-		"Clone(no repo)":     b.Git.Clone(ctx, &CloneParams{Branch: "x"}),
-		"Clone(depth < 0)":   b.Git.Clone(ctx, &CloneParams{Repo: "o/r", Depth: -1}),
-		"Checkout(\"\")":     b.Git.Checkout(ctx, " "),
-		"Commit(nil)":        gitErrOnly(b.Git.Commit(ctx, nil)),
-		"CreatePR(no title)": gitErrOnly(b.Git.CreatePR(ctx, &PRParams{Body: "x"})),
-		"CreateIssue(nil)":   gitErrOnly(b.Git.CreateIssue(ctx, nil)),
-		"UpdateConfig({})":   gitErrOnly(b.Git.UpdateConfig(ctx, &GitConfigParams{})),
-		"Exec()":             gitErrOnly(b.Git.Exec(ctx, nil)),
+		"Clone(nil)":                          b.Git.Clone(ctx, nil),
+		"Clone(no repo)":                      b.Git.Clone(ctx, &CloneParams{Branch: "x"}),
+		"Clone(depth < 0)":                    b.Git.Clone(ctx, &CloneParams{Repo: "o/r", Depth: -1}),
+		"Clone(Folder and another Directory)": b.Git.Clone(ctx, &CloneParams{Repo: "o/r", Folder: "a", Directory: "b"}),
+		"Checkout(\"\")":                      b.Git.Checkout(ctx, " "),
+		"Commit(nil)":                         gitErrOnly(b.Git.Commit(ctx, nil)),
+		"CreatePR(no title)":                  gitErrOnly(b.Git.CreatePR(ctx, &PRParams{Body: "x"})),
+		"CreateIssue(nil)":                    gitErrOnly(b.Git.CreateIssue(ctx, nil)),
+		"UpdateConfig({})":                    gitErrOnly(b.Git.UpdateConfig(ctx, &GitConfigParams{})),
+		"Exec()":                              gitErrOnly(b.Git.Exec(ctx, nil)),
 	} {
 		if err == nil {
 			t.Errorf("%s: want an error", what)
@@ -169,3 +199,26 @@ func TestGitClientChecks(t *testing.T) {
 
 // gitErrOnly keeps the error of a call that also returns a value.
 func gitErrOnly[T any](_ T, err error) error { return err }
+
+func TestRepoDirName(t *testing.T) {
+	t.Parallel()
+	for repo, want := range map[string]string{
+		"owner/repo":                       "repo",
+		"https://github.com/acme/lib":      "lib",
+		"https://github.com/acme/lib.git":  "lib",
+		"https://github.com/acme/lib.git/": "lib",
+		"https://github.com/acme/lib/.git": "lib",
+		"github.com/acme/lib/":             "lib",
+		"git@github.com:acme/lib.git":      "lib",
+		"git@host:lib.git":                 "lib",
+		" acme/spaced ":                    "spaced",
+		"https://github.com/":              "github.com",
+		"..":                               "",
+		"/":                                "",
+		".git":                             "",
+	} {
+		if got := repoDirName(repo); got != want {
+			t.Errorf("repoDirName(%q) = %q, want %q", repo, got, want)
+		}
+	}
+}

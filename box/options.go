@@ -34,9 +34,10 @@ const (
 	defaultPollInterval = 2 * time.Second
 )
 
-// ErrNoAPIKey is returned by [NewClient] when no API key was given, neither
-// through [WithAPIKey] nor the UPSTASH_BOX_API_KEY environment variable.
-var ErrNoAPIKey = errors.New("box: no API key: set UPSTASH_BOX_API_KEY or pass box.WithAPIKey")
+// ErrNoAPIKey is returned by [NewClient] when no credential was given:
+// no API key through [WithAPIKey] or the UPSTASH_BOX_API_KEY environment
+// variable, and no token through [WithBearerToken].
+var ErrNoAPIKey = errors.New("box: no API key: set UPSTASH_BOX_API_KEY or pass box.WithAPIKey (or box.WithBearerToken)")
 
 // An Option configures a [Client], or one call. Options are applied in
 // order on top of the defaults read from the environment, so a later
@@ -45,8 +46,8 @@ var ErrNoAPIKey = errors.New("box: no API key: set UPSTASH_BOX_API_KEY or pass b
 //
 // Every call of the SDK takes options as its last arguments, on top of its
 // client's: [WithRequestTimeout], [WithMaxRetries], [WithHeader],
-// [WithAPIKey] and [WithIdempotent] apply to the requests of that call
-// alone:
+// [WithAPIKey], [WithBearerToken] and [WithIdempotent] apply to the
+// requests of that call alone:
 //
 //	run, err := b.Exec.Command(ctx, "make test", box.WithRequestTimeout(30*time.Minute), box.WithMaxRetries(0))
 //
@@ -65,6 +66,7 @@ type Option func(*clientConfig)
 // deep-copied in clone.
 type clientConfig struct {
 	apiKey         string
+	bearerToken    string // WithBearerToken; when set, sent instead of apiKey
 	baseURL        string
 	httpClient     *http.Client // nil means a fresh client over http.DefaultTransport
 	requestTimeout time.Duration
@@ -120,8 +122,15 @@ func (cfg clientConfig) clone() clientConfig {
 // validate normalises cfg in place and reports every invalid setting.
 func (cfg *clientConfig) validate() error {
 	var errs []error
-	if cfg.apiKey == "" {
+	if cfg.apiKey == "" && cfg.bearerToken == "" {
 		errs = append(errs, ErrNoAPIKey)
+	}
+	// The credentials' values are never repeated in an error.
+	if !validHeaderValue(cfg.apiKey) {
+		errs = append(errs, invalidf("box: the API key holds a control character"))
+	}
+	if !validHeaderValue(cfg.bearerToken) {
+		errs = append(errs, invalidf("box: the bearer token holds a control character"))
 	}
 	base, err := normalizeBaseURL(cfg.baseURL)
 	if err != nil {
@@ -203,9 +212,20 @@ func callOptions(ctx context.Context) []Option {
 }
 
 // WithAPIKey sets the API key sent as X-Box-Api-Key on every request. It
-// overrides UPSTASH_BOX_API_KEY.
+// overrides UPSTASH_BOX_API_KEY, and a [WithBearerToken] given before it.
 func WithAPIKey(key string) Option {
-	return func(c *clientConfig) { c.apiKey = key }
+	return func(c *clientConfig) { c.apiKey, c.bearerToken = key, "" }
+}
+
+// WithBearerToken makes every request carry token as Authorization: Bearer
+// <token> instead of an X-Box-Api-Key header, as the newest official SDKs
+// send an OAuth access token from an Upstash login. It overrides
+// UPSTASH_BOX_API_KEY and a [WithAPIKey] given before it; a later
+// WithAPIKey wins over it. boxd takes its own API key as a bearer token
+// too. Like the API key, the token is never logged or put in an error,
+// and is not sent on a redirect to another host.
+func WithBearerToken(token string) Option {
+	return func(c *clientConfig) { c.bearerToken, c.apiKey = token, "" }
 }
 
 // WithBaseURL sets the endpoint, e.g. "https://us-east-1.box.upstash.com" or
@@ -274,7 +294,7 @@ func WithTelemetry(enabled bool) Option {
 
 // WithHeader adds a header to every request, replacing an earlier
 // WithHeader for the same key. It also replaces a header the SDK would set
-// itself (X-Box-Api-Key, Upstash-Telemetry-*). [NewClient] rejects invalid
+// itself (X-Box-Api-Key, Authorization, Upstash-Telemetry-*). [NewClient] rejects invalid
 // names and values.
 func WithHeader(key, value string) Option {
 	return func(c *clientConfig) {

@@ -3,6 +3,7 @@ package box
 import (
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -495,5 +496,96 @@ func TestCallOptions(t *testing.T) {
 	}
 	if _, err := NewClient(WithAPIKey("k"), WithIdempotent()); !errors.Is(err, ErrInvalid) {
 		t.Errorf("WithIdempotent on a client: %v", err)
+	}
+}
+
+// TestBearerToken checks that WithBearerToken sends Authorization: Bearer
+// in place of X-Box-Api-Key, on the client or on one call, that the last
+// credential option wins, and that the token stays out of errors, logs
+// and redirects to another host.
+func TestBearerToken(t *testing.T) {
+	const token = "eyJhbGciOi.bearer-s3cr3t.sig"
+	srv, last := headerServer(t)
+	other, otherHeaders := headerServer(t)
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/landing", http.StatusFound)
+	}))
+	t.Cleanup(redirect.Close)
+	t.Setenv(envAPIKey, "env-key")
+
+	cred := func(h http.Header) [2]string { return [2]string{h.Get(headerAPIKey), h.Get("Authorization")} }
+	var logs strings.Builder
+	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c, err := NewClient(WithBaseURL(srv.URL), WithBearerToken(token), WithLogger(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ping(t, c)
+	if got := cred(last()); got != [2]string{"", "Bearer " + token} {
+		t.Errorf("with WithBearerToken over UPSTASH_BOX_API_KEY: (key, authorization) = %q", got)
+	}
+	if strings.Contains(logs.String(), "s3cr3t") || !strings.Contains(logs.String(), `"Authorization":["REDACTED"]`) {
+		t.Errorf("the log shows the token, or no redacted Authorization:\n%s", logs.String())
+	}
+
+	// One call with the API key, then the client's token again.
+	b := c.newBox(&gen.BoxData{ID: "box-1"})
+	_, _ = b.Files.ReadText(t.Context(), "/a", WithAPIKey("call-key"))
+	if got := cred(last()); got != [2]string{"call-key", ""} {
+		t.Errorf("a call with WithAPIKey: (key, authorization) = %q", got)
+	}
+	ping(t, c)
+	if got := cred(last()); got != [2]string{"", "Bearer " + token} {
+		t.Errorf("the call after it: (key, authorization) = %q", got)
+	}
+
+	// The last credential option wins, on a client and on a call.
+	for name, tc := range map[string]struct {
+		opts []Option
+		want [2]string
+	}{
+		"token then key": {[]Option{WithBearerToken(token), WithAPIKey("k2")}, [2]string{"k2", ""}},
+		"key then token": {[]Option{WithAPIKey("k2"), WithBearerToken("t2")}, [2]string{"", "Bearer t2"}},
+	} {
+		c2, err := c.Clone(tc.opts...)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		ping(t, c2)
+		if got := cred(last()); got != tc.want {
+			t.Errorf("%s: (key, authorization) = %q, want %q", name, got, tc.want)
+		}
+	}
+	keyClient, err := NewClient(WithBaseURL(srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = keyClient.newBox(&gen.BoxData{ID: "box-1"}).Files.ReadText(t.Context(), "/a", WithBearerToken("call-token"))
+	if got := cred(last()); got != [2]string{"", "Bearer call-token"} {
+		t.Errorf("a call with WithBearerToken: (key, authorization) = %q", got)
+	}
+
+	// A redirect to another host does not take the token along.
+	rc, err := NewClient(WithBaseURL(redirect.URL), WithBearerToken(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ping(t, rc)
+	if h := otherHeaders(); h == nil || h.Get("Authorization") != "" {
+		t.Errorf("after a redirect to another host: headers %v, want no Authorization", h)
+	}
+
+	// A token alone is a credential; an empty one is not; a broken one is
+	// refused without being repeated.
+	unsetEnv(t, envAPIKey)
+	if _, err := NewClient(WithBaseURL(srv.URL), WithBearerToken(token)); err != nil {
+		t.Errorf("NewClient with a token and no API key: %v", err)
+	}
+	if _, err := NewClient(WithBaseURL(srv.URL), WithBearerToken("")); !errors.Is(err, ErrNoAPIKey) {
+		t.Errorf("NewClient(WithBearerToken(\"\")) = %v, want ErrNoAPIKey", err)
+	}
+	_, err = NewClient(WithBaseURL(srv.URL), WithBearerToken("bad\r\nX-Injected: s3cr3t"))
+	if !errors.Is(err, ErrInvalid) || strings.Contains(err.Error(), "s3cr3t") {
+		t.Errorf("NewClient with a token holding CRLF = %v, want ErrInvalid without the token", err)
 	}
 }

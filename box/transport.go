@@ -93,7 +93,7 @@ func (t *transport) forCall(opts []Option) (*transport, error) {
 	ct := *t
 	ct.timeout, ct.maxRetries, ct.idempotent = cfg.requestTimeout, cfg.maxRetries, idem
 	ct.header = t.header.Clone()
-	ct.header.Set(headerAPIKey, cfg.apiKey)
+	setCredential(ct.header, cfg)
 	for k, vs := range cfg.header {
 		ct.header[k] = append([]string(nil), vs...)
 	}

@@ -1271,10 +1271,13 @@ type GitCloneRequest struct {
 	// Depth Shallow clone with this many commits.
 	Depth *int `json:"depth,omitempty"`
 
-	// Directory Destination directory, relative to `folder` or absolute; default is the repository name.
+	// Directory box-go extension: the destination, relative to `folder` (then the working directory)
+	// or absolute. Clients that follow the newest official SDKs send the destination as
+	// `folder` instead.
 	Directory *string `json:"directory,omitempty"`
 
-	// Folder Working directory the clone is made in.
+	// Folder Destination of the clone (see the operation for how the older meaning, the working
+	// directory, is told apart). The working directory when `directory` is given.
 	Folder      *string `json:"folder,omitempty"`
 	GithubToken *string `json:"github_token,omitempty"`
 
@@ -1992,6 +1995,9 @@ type CodeStreamJSONRequestBody = CodeRequest
 // ConfigureCustomRunnerJSONRequestBody defines body for ConfigureCustomRunner for application/json ContentType.
 type ConfigureCustomRunnerJSONRequestBody = CustomRunnerRequest
 
+// UpdateGitConfigJSONRequestBody defines body for UpdateGitConfig for application/json ContentType.
+type UpdateGitConfigJSONRequestBody = GitConfig
+
 // AddLabelJSONRequestBody defines body for AddLabel for application/json ContentType.
 type AddLabelJSONRequestBody = LabelRequest
 
@@ -2025,8 +2031,10 @@ type UploadFilesMultipartRequestBody = UploadFilesRequest
 // WriteFileJSONRequestBody defines body for WriteFile for application/json ContentType.
 type WriteFileJSONRequestBody = WriteFileRequest
 
-// UpdateGitConfigJSONRequestBody defines body for UpdateGitConfig for application/json ContentType.
-type UpdateGitConfigJSONRequestBody = GitConfig
+// UpdateGitConfigLegacyJSONRequestBody defines body for UpdateGitConfigLegacy for application/json ContentType.
+//
+// Deprecated: this type has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+type UpdateGitConfigLegacyJSONRequestBody = GitConfig
 
 // GitCheckoutJSONRequestBody defines body for GitCheckout for application/json ContentType.
 type GitCheckoutJSONRequestBody = GitCheckoutRequest
@@ -2517,6 +2525,28 @@ type ClientInterface interface {
 	// Corresponds with PUT /v2/box/{id}/config/custom-runner (the `ConfigureCustomRunner` operationId).
 	ConfigureCustomRunner(ctx context.Context, id BoxID, body ConfigureCustomRunnerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// UpdateGitConfigWithBody Set the box-wide git identity
+	//
+	// At least one of the two fields is sent; omitted fields stay unchanged. This is the
+	// path today's cloud serves and the newest official SDKs call; the older
+	// `/v2/box/{id}/git-config` is the same operation.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v2/box/{id}/config/git (the `UpdateGitConfig` operationId).
+	UpdateGitConfigWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateGitConfig Set the box-wide git identity
+	//
+	// At least one of the two fields is sent; omitted fields stay unchanged. This is the
+	// path today's cloud serves and the newest official SDKs call; the older
+	// `/v2/box/{id}/git-config` is the same operation.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v2/box/{id}/config/git (the `UpdateGitConfig` operationId).
+	UpdateGitConfig(ctx context.Context, id BoxID, body UpdateGitConfigJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// AddLabelWithBody Add a label to a box
 	//
 	// Labels are at most 20 characters from letters, digits, `.`, `_`, `-` and `:`; a box
@@ -2760,23 +2790,31 @@ type ClientInterface interface {
 	// Corresponds with POST /v2/box/{id}/files/write (the `WriteFile` operationId).
 	WriteFile(ctx context.Context, id BoxID, body WriteFileJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UpdateGitConfigWithBody Set the box-wide git identity
+	// UpdateGitConfigLegacyWithBody Set the box-wide git identity (older path)
 	//
-	// At least one of the two fields is sent; omitted fields stay unchanged.
+	// The path the official SDK 0.5.5 calls. Same body, answer and errors as
+	// `PUT /v2/box/{id}/config/git`; today's cloud no longer serves it (404), and boxd
+	// serves both.
 	//
 	// Takes any type of body and a specified content type.
 	//
-	// Corresponds with PUT /v2/box/{id}/git-config (the `UpdateGitConfig` operationId).
-	UpdateGitConfigWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
-
-	// UpdateGitConfig Set the box-wide git identity
+	// Corresponds with PUT /v2/box/{id}/git-config (the `UpdateGitConfigLegacy` operationId).
 	//
-	// At least one of the two fields is sent; omitted fields stay unchanged.
+	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	UpdateGitConfigLegacyWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateGitConfigLegacy Set the box-wide git identity (older path)
+	//
+	// The path the official SDK 0.5.5 calls. Same body, answer and errors as
+	// `PUT /v2/box/{id}/config/git`; today's cloud no longer serves it (404), and boxd
+	// serves both.
 	//
 	// Takes a body of the `application/json` content type.
 	//
-	// Corresponds with PUT /v2/box/{id}/git-config (the `UpdateGitConfig` operationId).
-	UpdateGitConfig(ctx context.Context, id BoxID, body UpdateGitConfigJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	// Corresponds with PUT /v2/box/{id}/git-config (the `UpdateGitConfigLegacy` operationId).
+	//
+	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	UpdateGitConfigLegacy(ctx context.Context, id BoxID, body UpdateGitConfigLegacyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GitCheckoutWithBody Check out a branch
 	//
@@ -2794,8 +2832,15 @@ type ClientInterface interface {
 
 	// GitCloneWithBody Clone a repository
 	//
-	// Clones into a directory named after the repository under `folder`, or into
-	// `directory` when given.
+	// `folder` is where the clone goes, as the newest official SDKs send it: absolute, or
+	// relative to `/workspace/home`; without it the clone goes into a directory named after
+	// the repository in `/workspace/home`. The official SDK 0.5.5 sent its working directory
+	// as `folder` instead, and the clone went into `folder/<repository name>`; a server that
+	// serves both reads `folder` in the older way only when it names an existing, non-empty
+	// directory whose own name is not the repository's name (cloning into such a directory
+	// could only fail). A destination that exists and is not empty is a 409, and nothing in
+	// it is changed. With the box-go extension `directory`, `folder` is the working
+	// directory and `directory` the destination.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2804,8 +2849,15 @@ type ClientInterface interface {
 
 	// GitClone Clone a repository
 	//
-	// Clones into a directory named after the repository under `folder`, or into
-	// `directory` when given.
+	// `folder` is where the clone goes, as the newest official SDKs send it: absolute, or
+	// relative to `/workspace/home`; without it the clone goes into a directory named after
+	// the repository in `/workspace/home`. The official SDK 0.5.5 sent its working directory
+	// as `folder` instead, and the clone went into `folder/<repository name>`; a server that
+	// serves both reads `folder` in the older way only when it names an existing, non-empty
+	// directory whose own name is not the repository's name (cloning into such a directory
+	// could only fail). A destination that exists and is not empty is a 409, and nothing in
+	// it is changed. With the box-go extension `directory`, `folder` is the working
+	// directory and `directory` the destination.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4009,6 +4061,48 @@ func (c *Client) ConfigureCustomRunner(ctx context.Context, id BoxID, body Confi
 	return c.Client.Do(req)
 }
 
+// UpdateGitConfigWithBody Set the box-wide git identity
+//
+// At least one of the two fields is sent; omitted fields stay unchanged. This is the
+// path today's cloud serves and the newest official SDKs call; the older
+// `/v2/box/{id}/git-config` is the same operation.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v2/box/{id}/config/git (the `UpdateGitConfig` operationId).
+func (c *Client) UpdateGitConfigWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateGitConfigRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateGitConfig Set the box-wide git identity
+//
+// At least one of the two fields is sent; omitted fields stay unchanged. This is the
+// path today's cloud serves and the newest official SDKs call; the older
+// `/v2/box/{id}/git-config` is the same operation.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v2/box/{id}/config/git (the `UpdateGitConfig` operationId).
+func (c *Client) UpdateGitConfig(ctx context.Context, id BoxID, body UpdateGitConfigJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateGitConfigRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // AddLabelWithBody Add a label to a box
 //
 // Labels are at most 20 characters from letters, digits, `.`, `_`, `-` and `:`; a box
@@ -4522,15 +4616,18 @@ func (c *Client) WriteFile(ctx context.Context, id BoxID, body WriteFileJSONRequ
 	return c.Client.Do(req)
 }
 
-// UpdateGitConfigWithBody Set the box-wide git identity
+// UpdateGitConfigLegacyWithBody Set the box-wide git identity (older path)
 //
-// At least one of the two fields is sent; omitted fields stay unchanged.
+// The path the official SDK 0.5.5 calls. Same body, answer and errors as
+// `PUT /v2/box/{id}/config/git`; today's cloud no longer serves it (404), and boxd
+// serves both.
 //
 // Takes any type of body and a specified content type.
 //
-// Corresponds with PUT /v2/box/{id}/git-config (the `UpdateGitConfig` operationId).
-func (c *Client) UpdateGitConfigWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewUpdateGitConfigRequestWithBody(c.Server, id, contentType, body)
+// Corresponds with PUT /v2/box/{id}/git-config (the `UpdateGitConfigLegacy` operationId).
+// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+func (c *Client) UpdateGitConfigLegacyWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateGitConfigLegacyRequestWithBody(c.Server, id, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4541,15 +4638,18 @@ func (c *Client) UpdateGitConfigWithBody(ctx context.Context, id BoxID, contentT
 	return c.Client.Do(req)
 }
 
-// UpdateGitConfig Set the box-wide git identity
+// UpdateGitConfigLegacy Set the box-wide git identity (older path)
 //
-// At least one of the two fields is sent; omitted fields stay unchanged.
+// The path the official SDK 0.5.5 calls. Same body, answer and errors as
+// `PUT /v2/box/{id}/config/git`; today's cloud no longer serves it (404), and boxd
+// serves both.
 //
 // Takes a body of the `application/json` content type.
 //
-// Corresponds with PUT /v2/box/{id}/git-config (the `UpdateGitConfig` operationId).
-func (c *Client) UpdateGitConfig(ctx context.Context, id BoxID, body UpdateGitConfigJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewUpdateGitConfigRequest(c.Server, id, body)
+// Corresponds with PUT /v2/box/{id}/git-config (the `UpdateGitConfigLegacy` operationId).
+// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+func (c *Client) UpdateGitConfigLegacy(ctx context.Context, id BoxID, body UpdateGitConfigLegacyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateGitConfigLegacyRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4596,8 +4696,15 @@ func (c *Client) GitCheckout(ctx context.Context, id BoxID, body GitCheckoutJSON
 
 // GitCloneWithBody Clone a repository
 //
-// Clones into a directory named after the repository under `folder`, or into
-// `directory` when given.
+// `folder` is where the clone goes, as the newest official SDKs send it: absolute, or
+// relative to `/workspace/home`; without it the clone goes into a directory named after
+// the repository in `/workspace/home`. The official SDK 0.5.5 sent its working directory
+// as `folder` instead, and the clone went into `folder/<repository name>`; a server that
+// serves both reads `folder` in the older way only when it names an existing, non-empty
+// directory whose own name is not the repository's name (cloning into such a directory
+// could only fail). A destination that exists and is not empty is a 409, and nothing in
+// it is changed. With the box-go extension `directory`, `folder` is the working
+// directory and `directory` the destination.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4616,8 +4723,15 @@ func (c *Client) GitCloneWithBody(ctx context.Context, id BoxID, contentType str
 
 // GitClone Clone a repository
 //
-// Clones into a directory named after the repository under `folder`, or into
-// `directory` when given.
+// `folder` is where the clone goes, as the newest official SDKs send it: absolute, or
+// relative to `/workspace/home`; without it the clone goes into a directory named after
+// the repository in `/workspace/home`. The official SDK 0.5.5 sent its working directory
+// as `folder` instead, and the clone went into `folder/<repository name>`; a server that
+// serves both reads `folder` in the older way only when it names an existing, non-empty
+// directory whose own name is not the repository's name (cloning into such a directory
+// could only fail). A destination that exists and is not empty is a 409, and nothing in
+// it is changed. With the box-go extension `directory`, `folder` is the working
+// directory and `directory` the destination.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6837,6 +6951,53 @@ func NewConfigureCustomRunnerRequestWithBody(server string, id BoxID, contentTyp
 	return req, nil
 }
 
+// NewUpdateGitConfigRequest calls the generic UpdateGitConfig builder with application/json body
+func NewUpdateGitConfigRequest(server string, id BoxID, body UpdateGitConfigJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateGitConfigRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewUpdateGitConfigRequestWithBody constructs an http.Request for the UpdateGitConfig method, with any body, and a specified content type
+func NewUpdateGitConfigRequestWithBody(server string, id BoxID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/box/%s/config/git", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewAddLabelRequest calls the generic AddLabel builder with application/json body
 func NewAddLabelRequest(server string, id BoxID, body AddLabelJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -7719,19 +7880,19 @@ func NewWriteFileRequestWithBody(server string, id BoxID, contentType string, bo
 	return req, nil
 }
 
-// NewUpdateGitConfigRequest calls the generic UpdateGitConfig builder with application/json body
-func NewUpdateGitConfigRequest(server string, id BoxID, body UpdateGitConfigJSONRequestBody) (*http.Request, error) {
+// NewUpdateGitConfigLegacyRequest calls the generic UpdateGitConfigLegacy builder with application/json body
+func NewUpdateGitConfigLegacyRequest(server string, id BoxID, body UpdateGitConfigLegacyJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewUpdateGitConfigRequestWithBody(server, id, "application/json", bodyReader)
+	return NewUpdateGitConfigLegacyRequestWithBody(server, id, "application/json", bodyReader)
 }
 
-// NewUpdateGitConfigRequestWithBody constructs an http.Request for the UpdateGitConfig method, with any body, and a specified content type
-func NewUpdateGitConfigRequestWithBody(server string, id BoxID, contentType string, body io.Reader) (*http.Request, error) {
+// NewUpdateGitConfigLegacyRequestWithBody constructs an http.Request for the UpdateGitConfigLegacy method, with any body, and a specified content type
+func NewUpdateGitConfigLegacyRequestWithBody(server string, id BoxID, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -9701,6 +9862,28 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /v2/box/{id}/config/custom-runner (the `ConfigureCustomRunner` operationId).
 	ConfigureCustomRunnerWithResponse(ctx context.Context, id BoxID, body ConfigureCustomRunnerJSONRequestBody, reqEditors ...RequestEditorFn) (*ConfigureCustomRunnerHTTPResponse, error)
 
+	// UpdateGitConfigWithBodyWithResponse Set the box-wide git identity
+	//
+	// At least one of the two fields is sent; omitted fields stay unchanged. This is the
+	// path today's cloud serves and the newest official SDKs call; the older
+	// `/v2/box/{id}/git-config` is the same operation.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v2/box/{id}/config/git (the `UpdateGitConfig` operationId).
+	UpdateGitConfigWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateGitConfigHTTPResponse, error)
+
+	// UpdateGitConfigWithResponse Set the box-wide git identity
+	//
+	// At least one of the two fields is sent; omitted fields stay unchanged. This is the
+	// path today's cloud serves and the newest official SDKs call; the older
+	// `/v2/box/{id}/git-config` is the same operation.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v2/box/{id}/config/git (the `UpdateGitConfig` operationId).
+	UpdateGitConfigWithResponse(ctx context.Context, id BoxID, body UpdateGitConfigJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateGitConfigHTTPResponse, error)
+
 	// AddLabelWithBodyWithResponse Add a label to a box
 	//
 	// Labels are at most 20 characters from letters, digits, `.`, `_`, `-` and `:`; a box
@@ -9956,23 +10139,31 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v2/box/{id}/files/write (the `WriteFile` operationId).
 	WriteFileWithResponse(ctx context.Context, id BoxID, body WriteFileJSONRequestBody, reqEditors ...RequestEditorFn) (*WriteFileHTTPResponse, error)
 
-	// UpdateGitConfigWithBodyWithResponse Set the box-wide git identity
+	// UpdateGitConfigLegacyWithBodyWithResponse Set the box-wide git identity (older path)
 	//
-	// At least one of the two fields is sent; omitted fields stay unchanged.
+	// The path the official SDK 0.5.5 calls. Same body, answer and errors as
+	// `PUT /v2/box/{id}/config/git`; today's cloud no longer serves it (404), and boxd
+	// serves both.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
-	// Corresponds with PUT /v2/box/{id}/git-config (the `UpdateGitConfig` operationId).
-	UpdateGitConfigWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateGitConfigHTTPResponse, error)
-
-	// UpdateGitConfigWithResponse Set the box-wide git identity
+	// Corresponds with PUT /v2/box/{id}/git-config (the `UpdateGitConfigLegacy` operationId).
 	//
-	// At least one of the two fields is sent; omitted fields stay unchanged.
+	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	UpdateGitConfigLegacyWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateGitConfigLegacyHTTPResponse, error)
+
+	// UpdateGitConfigLegacyWithResponse Set the box-wide git identity (older path)
+	//
+	// The path the official SDK 0.5.5 calls. Same body, answer and errors as
+	// `PUT /v2/box/{id}/config/git`; today's cloud no longer serves it (404), and boxd
+	// serves both.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
-	// Corresponds with PUT /v2/box/{id}/git-config (the `UpdateGitConfig` operationId).
-	UpdateGitConfigWithResponse(ctx context.Context, id BoxID, body UpdateGitConfigJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateGitConfigHTTPResponse, error)
+	// Corresponds with PUT /v2/box/{id}/git-config (the `UpdateGitConfigLegacy` operationId).
+	//
+	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	UpdateGitConfigLegacyWithResponse(ctx context.Context, id BoxID, body UpdateGitConfigLegacyJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateGitConfigLegacyHTTPResponse, error)
 
 	// GitCheckoutWithBodyWithResponse Check out a branch
 	//
@@ -9990,8 +10181,15 @@ type ClientWithResponsesInterface interface {
 
 	// GitCloneWithBodyWithResponse Clone a repository
 	//
-	// Clones into a directory named after the repository under `folder`, or into
-	// `directory` when given.
+	// `folder` is where the clone goes, as the newest official SDKs send it: absolute, or
+	// relative to `/workspace/home`; without it the clone goes into a directory named after
+	// the repository in `/workspace/home`. The official SDK 0.5.5 sent its working directory
+	// as `folder` instead, and the clone went into `folder/<repository name>`; a server that
+	// serves both reads `folder` in the older way only when it names an existing, non-empty
+	// directory whose own name is not the repository's name (cloning into such a directory
+	// could only fail). A destination that exists and is not empty is a 409, and nothing in
+	// it is changed. With the box-go extension `directory`, `folder` is the working
+	// directory and `directory` the destination.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10000,8 +10198,15 @@ type ClientWithResponsesInterface interface {
 
 	// GitCloneWithResponse Clone a repository
 	//
-	// Clones into a directory named after the repository under `folder`, or into
-	// `directory` when given.
+	// `folder` is where the clone goes, as the newest official SDKs send it: absolute, or
+	// relative to `/workspace/home`; without it the clone goes into a directory named after
+	// the repository in `/workspace/home`. The official SDK 0.5.5 sent its working directory
+	// as `folder` instead, and the clone went into `folder/<repository name>`; a server that
+	// serves both reads `folder` in the older way only when it names an existing, non-empty
+	// directory whose own name is not the repository's name (cloning into such a directory
+	// could only fail). A destination that exists and is not empty is a 409, and nothing in
+	// it is changed. With the box-go extension `directory`, `folder` is the working
+	// directory and `directory` the destination.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -12757,6 +12962,82 @@ func (r ConfigureCustomRunnerHTTPResponse) ContentType() string {
 	return ""
 }
 
+type UpdateGitConfigHTTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *GitConfig
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateGitConfigHTTPResponse) GetJSON200() *GitConfig {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r UpdateGitConfigHTTPResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r UpdateGitConfigHTTPResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r UpdateGitConfigHTTPResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r UpdateGitConfigHTTPResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r UpdateGitConfigHTTPResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateGitConfigHTTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateGitConfigHTTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateGitConfigHTTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateGitConfigHTTPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type AddLabelHTTPResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -14084,7 +14365,7 @@ func (r WriteFileHTTPResponse) ContentType() string {
 	return ""
 }
 
-type UpdateGitConfigHTTPResponse struct {
+type UpdateGitConfigLegacyHTTPResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
@@ -14102,42 +14383,42 @@ type UpdateGitConfigHTTPResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r UpdateGitConfigHTTPResponse) GetJSON200() *GitConfig {
+func (r UpdateGitConfigLegacyHTTPResponse) GetJSON200() *GitConfig {
 	return r.JSON200
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r UpdateGitConfigHTTPResponse) GetJSON400() *BadRequest {
+func (r UpdateGitConfigLegacyHTTPResponse) GetJSON400() *BadRequest {
 	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r UpdateGitConfigHTTPResponse) GetJSON401() *Unauthorized {
+func (r UpdateGitConfigLegacyHTTPResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r UpdateGitConfigHTTPResponse) GetJSON404() *NotFound {
+func (r UpdateGitConfigLegacyHTTPResponse) GetJSON404() *NotFound {
 	return r.JSON404
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r UpdateGitConfigHTTPResponse) GetJSON429() *TooManyRequests {
+func (r UpdateGitConfigLegacyHTTPResponse) GetJSON429() *TooManyRequests {
 	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r UpdateGitConfigHTTPResponse) GetJSON500() *InternalError {
+func (r UpdateGitConfigLegacyHTTPResponse) GetJSON500() *InternalError {
 	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
-func (r UpdateGitConfigHTTPResponse) GetBody() []byte {
+func (r UpdateGitConfigLegacyHTTPResponse) GetBody() []byte {
 	return r.Body
 }
 
 // Status returns HTTPResponse.Status
-func (r UpdateGitConfigHTTPResponse) Status() string {
+func (r UpdateGitConfigLegacyHTTPResponse) Status() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Status
 	}
@@ -14145,7 +14426,7 @@ func (r UpdateGitConfigHTTPResponse) Status() string {
 }
 
 // StatusCode returns HTTPResponse.StatusCode
-func (r UpdateGitConfigHTTPResponse) StatusCode() int {
+func (r UpdateGitConfigLegacyHTTPResponse) StatusCode() int {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.StatusCode
 	}
@@ -14153,7 +14434,7 @@ func (r UpdateGitConfigHTTPResponse) StatusCode() int {
 }
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
-func (r UpdateGitConfigHTTPResponse) ContentType() string {
+func (r UpdateGitConfigLegacyHTTPResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -17416,6 +17697,40 @@ func (c *ClientWithResponses) ConfigureCustomRunnerWithResponse(ctx context.Cont
 	return ParseConfigureCustomRunnerHTTPResponse(rsp)
 }
 
+// UpdateGitConfigWithBodyWithResponse Set the box-wide git identity
+//
+// At least one of the two fields is sent; omitted fields stay unchanged. This is the
+// path today's cloud serves and the newest official SDKs call; the older
+// `/v2/box/{id}/git-config` is the same operation.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v2/box/{id}/config/git (the `UpdateGitConfig` operationId).
+func (c *ClientWithResponses) UpdateGitConfigWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateGitConfigHTTPResponse, error) {
+	rsp, err := c.UpdateGitConfigWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateGitConfigHTTPResponse(rsp)
+}
+
+// UpdateGitConfigWithResponse Set the box-wide git identity
+//
+// At least one of the two fields is sent; omitted fields stay unchanged. This is the
+// path today's cloud serves and the newest official SDKs call; the older
+// `/v2/box/{id}/git-config` is the same operation.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v2/box/{id}/config/git (the `UpdateGitConfig` operationId).
+func (c *ClientWithResponses) UpdateGitConfigWithResponse(ctx context.Context, id BoxID, body UpdateGitConfigJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateGitConfigHTTPResponse, error) {
+	rsp, err := c.UpdateGitConfig(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateGitConfigHTTPResponse(rsp)
+}
+
 // AddLabelWithBodyWithResponse Add a label to a box
 //
 // Labels are at most 20 characters from letters, digits, `.`, `_`, `-` and `:`; a box
@@ -17833,34 +18148,41 @@ func (c *ClientWithResponses) WriteFileWithResponse(ctx context.Context, id BoxI
 	return ParseWriteFileHTTPResponse(rsp)
 }
 
-// UpdateGitConfigWithBodyWithResponse Set the box-wide git identity
+// UpdateGitConfigLegacyWithBodyWithResponse Set the box-wide git identity (older path)
 //
-// At least one of the two fields is sent; omitted fields stay unchanged.
+// The path the official SDK 0.5.5 calls. Same body, answer and errors as
+// `PUT /v2/box/{id}/config/git`; today's cloud no longer serves it (404), and boxd
+// serves both.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
-// Corresponds with PUT /v2/box/{id}/git-config (the `UpdateGitConfig` operationId).
-func (c *ClientWithResponses) UpdateGitConfigWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateGitConfigHTTPResponse, error) {
-	rsp, err := c.UpdateGitConfigWithBody(ctx, id, contentType, body, reqEditors...)
+// Corresponds with PUT /v2/box/{id}/git-config (the `UpdateGitConfigLegacy` operationId).
+//
+// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+func (c *ClientWithResponses) UpdateGitConfigLegacyWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateGitConfigLegacyHTTPResponse, error) {
+	rsp, err := c.UpdateGitConfigLegacyWithBody(ctx, id, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
-	return ParseUpdateGitConfigHTTPResponse(rsp)
+	return ParseUpdateGitConfigLegacyHTTPResponse(rsp)
 }
 
-// UpdateGitConfigWithResponse Set the box-wide git identity
+// UpdateGitConfigLegacyWithResponse Set the box-wide git identity (older path)
 //
-// At least one of the two fields is sent; omitted fields stay unchanged.
+// The path the official SDK 0.5.5 calls. Same body, answer and errors as
+// `PUT /v2/box/{id}/config/git`; today's cloud no longer serves it (404), and boxd
+// serves both.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
-// Corresponds with PUT /v2/box/{id}/git-config (the `UpdateGitConfig` operationId).
-func (c *ClientWithResponses) UpdateGitConfigWithResponse(ctx context.Context, id BoxID, body UpdateGitConfigJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateGitConfigHTTPResponse, error) {
-	rsp, err := c.UpdateGitConfig(ctx, id, body, reqEditors...)
+// Corresponds with PUT /v2/box/{id}/git-config (the `UpdateGitConfigLegacy` operationId).
+// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+func (c *ClientWithResponses) UpdateGitConfigLegacyWithResponse(ctx context.Context, id BoxID, body UpdateGitConfigLegacyJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateGitConfigLegacyHTTPResponse, error) {
+	rsp, err := c.UpdateGitConfigLegacy(ctx, id, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
-	return ParseUpdateGitConfigHTTPResponse(rsp)
+	return ParseUpdateGitConfigLegacyHTTPResponse(rsp)
 }
 
 // GitCheckoutWithBodyWithResponse Check out a branch
@@ -17891,8 +18213,15 @@ func (c *ClientWithResponses) GitCheckoutWithResponse(ctx context.Context, id Bo
 
 // GitCloneWithBodyWithResponse Clone a repository
 //
-// Clones into a directory named after the repository under `folder`, or into
-// `directory` when given.
+// `folder` is where the clone goes, as the newest official SDKs send it: absolute, or
+// relative to `/workspace/home`; without it the clone goes into a directory named after
+// the repository in `/workspace/home`. The official SDK 0.5.5 sent its working directory
+// as `folder` instead, and the clone went into `folder/<repository name>`; a server that
+// serves both reads `folder` in the older way only when it names an existing, non-empty
+// directory whose own name is not the repository's name (cloning into such a directory
+// could only fail). A destination that exists and is not empty is a 409, and nothing in
+// it is changed. With the box-go extension `directory`, `folder` is the working
+// directory and `directory` the destination.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17907,8 +18236,15 @@ func (c *ClientWithResponses) GitCloneWithBodyWithResponse(ctx context.Context, 
 
 // GitCloneWithResponse Clone a repository
 //
-// Clones into a directory named after the repository under `folder`, or into
-// `directory` when given.
+// `folder` is where the clone goes, as the newest official SDKs send it: absolute, or
+// relative to `/workspace/home`; without it the clone goes into a directory named after
+// the repository in `/workspace/home`. The official SDK 0.5.5 sent its working directory
+// as `folder` instead, and the clone went into `folder/<repository name>`; a server that
+// serves both reads `folder` in the older way only when it names an existing, non-empty
+// directory whose own name is not the repository's name (cloning into such a directory
+// could only fail). A destination that exists and is not empty is a 409, and nothing in
+// it is changed. With the box-go extension `directory`, `folder` is the working
+// directory and `directory` the destination.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -20468,6 +20804,67 @@ func ParseConfigureCustomRunnerHTTPResponse(rsp *http.Response) (*ConfigureCusto
 	return response, nil
 }
 
+// ParseUpdateGitConfigHTTPResponse parses an HTTP response from a UpdateGitConfigWithResponse call
+func ParseUpdateGitConfigHTTPResponse(rsp *http.Response) (*UpdateGitConfigHTTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateGitConfigHTTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest GitConfig
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseAddLabelHTTPResponse parses an HTTP response from a AddLabelWithResponse call
 func ParseAddLabelHTTPResponse(rsp *http.Response) (*AddLabelHTTPResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -21540,15 +21937,15 @@ func ParseWriteFileHTTPResponse(rsp *http.Response) (*WriteFileHTTPResponse, err
 	return response, nil
 }
 
-// ParseUpdateGitConfigHTTPResponse parses an HTTP response from a UpdateGitConfigWithResponse call
-func ParseUpdateGitConfigHTTPResponse(rsp *http.Response) (*UpdateGitConfigHTTPResponse, error) {
+// ParseUpdateGitConfigLegacyHTTPResponse parses an HTTP response from a UpdateGitConfigLegacyWithResponse call
+func ParseUpdateGitConfigLegacyHTTPResponse(rsp *http.Response) (*UpdateGitConfigLegacyHTTPResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
 	defer func() { _ = rsp.Body.Close() }()
 	if err != nil {
 		return nil, err
 	}
 
-	response := &UpdateGitConfigHTTPResponse{
+	response := &UpdateGitConfigLegacyHTTPResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
 	}
@@ -23763,6 +24160,9 @@ type ServerInterface interface {
 	// ConfigureCustomRunner Replace the custom harness of a custom-agent box
 	// (PUT /v2/box/{id}/config/custom-runner)
 	ConfigureCustomRunner(w http.ResponseWriter, r *http.Request, id BoxID)
+	// UpdateGitConfig Set the box-wide git identity
+	// (PUT /v2/box/{id}/config/git)
+	UpdateGitConfig(w http.ResponseWriter, r *http.Request, id BoxID)
 	// AddLabel Add a label to a box
 	// (POST /v2/box/{id}/config/labels)
 	AddLabel(w http.ResponseWriter, r *http.Request, id BoxID)
@@ -23814,9 +24214,11 @@ type ServerInterface interface {
 	// WriteFile Write a file
 	// (POST /v2/box/{id}/files/write)
 	WriteFile(w http.ResponseWriter, r *http.Request, id BoxID)
-	// UpdateGitConfig Set the box-wide git identity
+	// UpdateGitConfigLegacy Set the box-wide git identity (older path)
 	// (PUT /v2/box/{id}/git-config)
-	UpdateGitConfig(w http.ResponseWriter, r *http.Request, id BoxID)
+	//
+	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	UpdateGitConfigLegacy(w http.ResponseWriter, r *http.Request, id BoxID)
 	// GitCheckout Check out a branch
 	// (POST /v2/box/{id}/git/checkout)
 	GitCheckout(w http.ResponseWriter, r *http.Request, id BoxID)
@@ -24813,6 +25215,32 @@ func (siw *ServerInterfaceWrapper) ConfigureCustomRunner(w http.ResponseWriter, 
 	handler.ServeHTTP(w, r)
 }
 
+// UpdateGitConfig operation middleware
+func (siw *ServerInterfaceWrapper) UpdateGitConfig(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id BoxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UpdateGitConfig(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // AddLabel operation middleware
 func (siw *ServerInterfaceWrapper) AddLabel(w http.ResponseWriter, r *http.Request) {
 
@@ -25407,8 +25835,8 @@ func (siw *ServerInterfaceWrapper) WriteFile(w http.ResponseWriter, r *http.Requ
 	handler.ServeHTTP(w, r)
 }
 
-// UpdateGitConfig operation middleware
-func (siw *ServerInterfaceWrapper) UpdateGitConfig(w http.ResponseWriter, r *http.Request) {
+// UpdateGitConfigLegacy operation middleware
+func (siw *ServerInterfaceWrapper) UpdateGitConfigLegacy(w http.ResponseWriter, r *http.Request) {
 
 	var err error
 	_ = err
@@ -25423,7 +25851,7 @@ func (siw *ServerInterfaceWrapper) UpdateGitConfig(w http.ResponseWriter, r *htt
 	}
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.UpdateGitConfig(w, r, id)
+		siw.Handler.UpdateGitConfigLegacy(w, r, id)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -26607,7 +27035,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v2/box/{id}/config/skills/{owner}/{repo}/{skill}", wrapper.RemoveSkill)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/box/{id}/config/labels", wrapper.AddLabel)
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v2/box/{id}/config/labels/{label}", wrapper.RemoveLabel)
-	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v2/box/{id}/git-config", wrapper.UpdateGitConfig)
+	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v2/box/{id}/config/git", wrapper.UpdateGitConfig)
+	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v2/box/{id}/git-config", wrapper.UpdateGitConfigLegacy)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/box/{id}/snapshots", wrapper.ListSnapshots)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/box/{id}/snapshots", wrapper.CreateSnapshot)
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v2/box/{id}/snapshots/{snapshotId}", wrapper.DeleteSnapshot)
@@ -29639,6 +30068,99 @@ func (response ConfigureCustomRunner500JSONResponse) VisitConfigureCustomRunnerR
 	return err
 }
 
+type UpdateGitConfigRequestObject struct {
+	ID   BoxID `json:"id"`
+	Body *UpdateGitConfigJSONRequestBody
+}
+
+type UpdateGitConfigResponseObject interface {
+	VisitUpdateGitConfigResponse(w http.ResponseWriter) error
+}
+
+type UpdateGitConfig200JSONResponse GitConfig
+
+func (response UpdateGitConfig200JSONResponse) VisitUpdateGitConfigResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateGitConfig400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response UpdateGitConfig400JSONResponse) VisitUpdateGitConfigResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateGitConfig401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response UpdateGitConfig401JSONResponse) VisitUpdateGitConfigResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateGitConfig404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response UpdateGitConfig404JSONResponse) VisitUpdateGitConfigResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateGitConfig429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response UpdateGitConfig429JSONResponse) VisitUpdateGitConfigResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateGitConfig500JSONResponse struct{ InternalErrorJSONResponse }
+
+func (response UpdateGitConfig500JSONResponse) VisitUpdateGitConfigResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AddLabelRequestObject struct {
 	ID   BoxID `json:"id"`
 	Body *AddLabelJSONRequestBody
@@ -31378,18 +31900,18 @@ func (response WriteFile500JSONResponse) VisitWriteFileResponse(w http.ResponseW
 	return err
 }
 
-type UpdateGitConfigRequestObject struct {
+type UpdateGitConfigLegacyRequestObject struct {
 	ID   BoxID `json:"id"`
-	Body *UpdateGitConfigJSONRequestBody
+	Body *UpdateGitConfigLegacyJSONRequestBody
 }
 
-type UpdateGitConfigResponseObject interface {
-	VisitUpdateGitConfigResponse(w http.ResponseWriter) error
+type UpdateGitConfigLegacyResponseObject interface {
+	VisitUpdateGitConfigLegacyResponse(w http.ResponseWriter) error
 }
 
-type UpdateGitConfig200JSONResponse GitConfig
+type UpdateGitConfigLegacy200JSONResponse GitConfig
 
-func (response UpdateGitConfig200JSONResponse) VisitUpdateGitConfigResponse(w http.ResponseWriter) error {
+func (response UpdateGitConfigLegacy200JSONResponse) VisitUpdateGitConfigLegacyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -31401,9 +31923,9 @@ func (response UpdateGitConfig200JSONResponse) VisitUpdateGitConfigResponse(w ht
 	return err
 }
 
-type UpdateGitConfig400JSONResponse struct{ BadRequestJSONResponse }
+type UpdateGitConfigLegacy400JSONResponse struct{ BadRequestJSONResponse }
 
-func (response UpdateGitConfig400JSONResponse) VisitUpdateGitConfigResponse(w http.ResponseWriter) error {
+func (response UpdateGitConfigLegacy400JSONResponse) VisitUpdateGitConfigLegacyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -31415,9 +31937,9 @@ func (response UpdateGitConfig400JSONResponse) VisitUpdateGitConfigResponse(w ht
 	return err
 }
 
-type UpdateGitConfig401JSONResponse struct{ UnauthorizedJSONResponse }
+type UpdateGitConfigLegacy401JSONResponse struct{ UnauthorizedJSONResponse }
 
-func (response UpdateGitConfig401JSONResponse) VisitUpdateGitConfigResponse(w http.ResponseWriter) error {
+func (response UpdateGitConfigLegacy401JSONResponse) VisitUpdateGitConfigLegacyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -31429,9 +31951,9 @@ func (response UpdateGitConfig401JSONResponse) VisitUpdateGitConfigResponse(w ht
 	return err
 }
 
-type UpdateGitConfig404JSONResponse struct{ NotFoundJSONResponse }
+type UpdateGitConfigLegacy404JSONResponse struct{ NotFoundJSONResponse }
 
-func (response UpdateGitConfig404JSONResponse) VisitUpdateGitConfigResponse(w http.ResponseWriter) error {
+func (response UpdateGitConfigLegacy404JSONResponse) VisitUpdateGitConfigLegacyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -31443,9 +31965,9 @@ func (response UpdateGitConfig404JSONResponse) VisitUpdateGitConfigResponse(w ht
 	return err
 }
 
-type UpdateGitConfig429JSONResponse struct{ TooManyRequestsJSONResponse }
+type UpdateGitConfigLegacy429JSONResponse struct{ TooManyRequestsJSONResponse }
 
-func (response UpdateGitConfig429JSONResponse) VisitUpdateGitConfigResponse(w http.ResponseWriter) error {
+func (response UpdateGitConfigLegacy429JSONResponse) VisitUpdateGitConfigLegacyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -31457,9 +31979,9 @@ func (response UpdateGitConfig429JSONResponse) VisitUpdateGitConfigResponse(w ht
 	return err
 }
 
-type UpdateGitConfig500JSONResponse struct{ InternalErrorJSONResponse }
+type UpdateGitConfigLegacy500JSONResponse struct{ InternalErrorJSONResponse }
 
-func (response UpdateGitConfig500JSONResponse) VisitUpdateGitConfigResponse(w http.ResponseWriter) error {
+func (response UpdateGitConfigLegacy500JSONResponse) VisitUpdateGitConfigLegacyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -34751,6 +35273,9 @@ type StrictServerInterface interface {
 	// ConfigureCustomRunner Replace the custom harness of a custom-agent box
 	// (PUT /v2/box/{id}/config/custom-runner)
 	ConfigureCustomRunner(ctx context.Context, request ConfigureCustomRunnerRequestObject) (ConfigureCustomRunnerResponseObject, error)
+	// UpdateGitConfig Set the box-wide git identity
+	// (PUT /v2/box/{id}/config/git)
+	UpdateGitConfig(ctx context.Context, request UpdateGitConfigRequestObject) (UpdateGitConfigResponseObject, error)
 	// AddLabel Add a label to a box
 	// (POST /v2/box/{id}/config/labels)
 	AddLabel(ctx context.Context, request AddLabelRequestObject) (AddLabelResponseObject, error)
@@ -34802,9 +35327,11 @@ type StrictServerInterface interface {
 	// WriteFile Write a file
 	// (POST /v2/box/{id}/files/write)
 	WriteFile(ctx context.Context, request WriteFileRequestObject) (WriteFileResponseObject, error)
-	// UpdateGitConfig Set the box-wide git identity
+	// UpdateGitConfigLegacy Set the box-wide git identity (older path)
 	// (PUT /v2/box/{id}/git-config)
-	UpdateGitConfig(ctx context.Context, request UpdateGitConfigRequestObject) (UpdateGitConfigResponseObject, error)
+	//
+	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	UpdateGitConfigLegacy(ctx context.Context, request UpdateGitConfigLegacyRequestObject) (UpdateGitConfigLegacyResponseObject, error)
 	// GitCheckout Check out a branch
 	// (POST /v2/box/{id}/git/checkout)
 	GitCheckout(ctx context.Context, request GitCheckoutRequestObject) (GitCheckoutResponseObject, error)
@@ -35872,6 +36399,39 @@ func (sh *strictHandler) ConfigureCustomRunner(w http.ResponseWriter, r *http.Re
 	}
 }
 
+// UpdateGitConfig operation middleware
+func (sh *strictHandler) UpdateGitConfig(w http.ResponseWriter, r *http.Request, id BoxID) {
+	var request UpdateGitConfigRequestObject
+
+	request.ID = id
+
+	var body UpdateGitConfigJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateGitConfig(ctx, request.(UpdateGitConfigRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateGitConfig")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(UpdateGitConfigResponseObject); ok {
+		if err := validResponse.VisitUpdateGitConfigResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // AddLabel operation middleware
 func (sh *strictHandler) AddLabel(w http.ResponseWriter, r *http.Request, id BoxID) {
 	var request AddLabelRequestObject
@@ -36399,13 +36959,13 @@ func (sh *strictHandler) WriteFile(w http.ResponseWriter, r *http.Request, id Bo
 	}
 }
 
-// UpdateGitConfig operation middleware
-func (sh *strictHandler) UpdateGitConfig(w http.ResponseWriter, r *http.Request, id BoxID) {
-	var request UpdateGitConfigRequestObject
+// UpdateGitConfigLegacy operation middleware
+func (sh *strictHandler) UpdateGitConfigLegacy(w http.ResponseWriter, r *http.Request, id BoxID) {
+	var request UpdateGitConfigLegacyRequestObject
 
 	request.ID = id
 
-	var body UpdateGitConfigJSONRequestBody
+	var body UpdateGitConfigLegacyJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
 		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
 		return
@@ -36413,18 +36973,18 @@ func (sh *strictHandler) UpdateGitConfig(w http.ResponseWriter, r *http.Request,
 	request.Body = &body
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
-		return sh.ssi.UpdateGitConfig(ctx, request.(UpdateGitConfigRequestObject))
+		return sh.ssi.UpdateGitConfigLegacy(ctx, request.(UpdateGitConfigLegacyRequestObject))
 	}
 	for _, middleware := range sh.middlewares {
-		handler = middleware(handler, "UpdateGitConfig")
+		handler = middleware(handler, "UpdateGitConfigLegacy")
 	}
 
 	response, err := handler(r.Context(), w, r, request)
 
 	if err != nil {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
-	} else if validResponse, ok := response.(UpdateGitConfigResponseObject); ok {
-		if err := validResponse.VisitUpdateGitConfigResponse(w); err != nil {
+	} else if validResponse, ok := response.(UpdateGitConfigLegacyResponseObject); ok {
+		if err := validResponse.VisitUpdateGitConfigLegacyResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {

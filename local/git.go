@@ -36,7 +36,7 @@ import (
 
 func init() {
 	implement("GitClone", "GitStatus", "GitDiff", "GitCommit", "GitPush", "GitCheckout",
-		"GitCreatePR", "GitCreateIssue", "GitExec", "UpdateGitConfig")
+		"GitCreatePR", "GitCreateIssue", "GitExec", "UpdateGitConfig", "UpdateGitConfigLegacy")
 }
 
 // The identity commits get when neither the request, the box nor the
@@ -346,6 +346,88 @@ func checkArg(what, v string) error {
 	return nil
 }
 
+// repoDirName is the directory name git clone gives a clone of repoURL:
+// its last path segment without a trailing ".git".
+func repoDirName(repoURL string) string {
+	r := strings.TrimRight(repoURL, "/")
+	r = strings.TrimRight(strings.TrimSuffix(r, "/.git"), "/")
+	if i := strings.LastIndexAny(r, "/:"); i >= 0 {
+		r = r[i+1:]
+	}
+	return strings.TrimSuffix(r, ".git")
+}
+
+// cloneInside reports whether a clone of repoURL whose folder is g's goes
+// inside that folder (the 0.5.5 meaning) rather than being it. It does
+// when the folder is an existing directory with something in it that is
+// not this repository cloned before: its name is not the repository's,
+// and its origin is not the repository. The box's agent and git look, so
+// the folder is seen as the box sees it.
+func (g *gitBox) cloneInside(ctx context.Context, repoURL string) (bool, error) {
+	dir := g.dir()
+	if path.Base(dir) == repoDirName(repoURL) {
+		return false, nil
+	}
+	u := "http://box/v2/box/" + url.PathEscape(g.b.ID) + "/files/list?folder=" + url.QueryEscape(dir)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return false, err
+	}
+	resp, err := g.rt.transport.RoundTrip(req)
+	if err != nil {
+		return false, fmt.Errorf("box agent: %w", err)
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound, http.StatusBadRequest:
+		// Nothing there, or not a directory: the destination (git
+		// refuses the latter itself).
+		return false, nil
+	default:
+		var e gen.ErrorResponse
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e)
+		return false, errorf(http.StatusBadRequest, "git clone: cannot look into %s: %s", dir, e.Error)
+	}
+	var list gen.ListFilesResponse
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxGitOutput)).Decode(&list); err != nil {
+		// Only a listing too long to read fails here: something is in it.
+		return true, nil
+	}
+	if len(list.Files) == 0 {
+		return false, nil
+	}
+	for _, f := range list.Files {
+		if f.Name != ".git" {
+			continue
+		}
+		r, err := g.git(ctx, gitOpts{}, "config", "--get", "remote.origin.url")
+		if err != nil {
+			return false, err
+		}
+		if r.code == 0 && sameRepo(strings.TrimSpace(r.out), repoURL) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// sameRepo reports whether two clone URLs name the same repository, with
+// or without a trailing slash or ".git".
+func sameRepo(a, b string) bool {
+	norm := func(s string) string { return strings.TrimSuffix(strings.TrimRight(s, "/"), ".git") }
+	return norm(a) == norm(b)
+}
+
+// GitClone clones a repository. Two generations of clients send it:
+// the newest official SDKs send the destination as folder, and 0.5.5
+// sent its working directory there, the clone going into
+// folder/<repository name>. boxd reads folder the older way only when
+// that is the one way the clone could succeed: folder is an existing
+// directory that is not empty (so it cannot be the destination), and not
+// this repository cloned before (by its name or its origin), which is a
+// 409 as on the cloud. With box-go's own directory field, folder is the
+// working directory and directory the destination.
 func (c *controlPlane) GitClone(ctx context.Context, req gen.GitCloneRequestObject) (gen.GitCloneResponseObject, error) {
 	body := req.Body
 	if body == nil {
@@ -369,15 +451,34 @@ func (c *controlPlane) GitClone(ctx context.Context, req gen.GitCloneRequestObje
 		args = append(args, "--branch", br)
 	}
 	args = append(args, "--", repoURL)
-	if dir := deref(body.Directory); dir != "" {
+	dir, folder := deref(body.Directory), deref(body.Folder)
+	if dir != "" {
 		if err := checkArg("directory", dir); err != nil {
 			return nil, err
 		}
-		args = append(args, dir)
+	}
+	if strings.ContainsAny(folder, "\x00\r\n") {
+		return nil, errorf(http.StatusBadRequest, "folder %q is not valid", folder)
 	}
 	g, err := c.gitBox(ctx, req.ID, body.Folder)
 	if err != nil {
 		return nil, err
+	}
+	switch {
+	case dir != "":
+		args = append(args, dir)
+	case folder != "":
+		inside, err := g.cloneInside(ctx, repoURL)
+		if err != nil {
+			return nil, err
+		}
+		if !inside {
+			// folder is the destination: git runs in /workspace/home
+			// and makes the directory, with its parents.
+			dest := g.dir()
+			g.folder = ""
+			args = append(args, dest)
+		}
 	}
 	token := deref(body.GithubToken)
 	g.useToken(token)
@@ -651,23 +752,43 @@ func (c *controlPlane) GitExec(ctx context.Context, req gen.GitExecRequestObject
 	return gen.GitExec200JSONResponse{Output: r.out, ExitCode: ptr(r.code)}, nil
 }
 
-// UpdateGitConfig sets the box-wide identity: on the box's record (which
-// commits use) and in the box user's global git configuration (which git
-// run any other way uses). Empty or omitted fields stay unchanged.
+// UpdateGitConfig sets the box-wide identity at PUT …/config/git, the path
+// today's cloud and the newest official SDKs use.
 func (c *controlPlane) UpdateGitConfig(ctx context.Context, req gen.UpdateGitConfigRequestObject) (gen.UpdateGitConfigResponseObject, error) {
-	var name, email string
-	if req.Body != nil {
-		name, email = deref(req.Body.GitUserName), deref(req.Body.GitUserEmail)
-	}
-	if name == "" && email == "" {
-		return nil, errorf(http.StatusBadRequest, "git_user_name or git_user_email is required")
-	}
-	if strings.ContainsAny(name+email, "\x00\r\n") {
-		return nil, errorf(http.StatusBadRequest, "git_user_name and git_user_email must be one line")
-	}
-	g, err := c.gitBox(ctx, req.ID, nil)
+	out, err := c.updateGitConfig(ctx, req.ID, req.Body)
 	if err != nil {
 		return nil, err
+	}
+	return gen.UpdateGitConfig200JSONResponse(out), nil
+}
+
+// UpdateGitConfigLegacy is the same operation at PUT …/git-config, the
+// path the official SDK 0.5.5 calls.
+func (c *controlPlane) UpdateGitConfigLegacy(ctx context.Context, req gen.UpdateGitConfigLegacyRequestObject) (gen.UpdateGitConfigLegacyResponseObject, error) {
+	out, err := c.updateGitConfig(ctx, req.ID, req.Body)
+	if err != nil {
+		return nil, err
+	}
+	return gen.UpdateGitConfigLegacy200JSONResponse(out), nil
+}
+
+// updateGitConfig sets the box-wide identity: on the box's record (which
+// commits use) and in the box user's global git configuration (which git
+// run any other way uses). Empty or omitted fields stay unchanged.
+func (c *controlPlane) updateGitConfig(ctx context.Context, id string, body *gen.GitConfig) (gen.GitConfig, error) {
+	var name, email string
+	if body != nil {
+		name, email = deref(body.GitUserName), deref(body.GitUserEmail)
+	}
+	if name == "" && email == "" {
+		return gen.GitConfig{}, errorf(http.StatusBadRequest, "git_user_name or git_user_email is required")
+	}
+	if strings.ContainsAny(name+email, "\x00\r\n") {
+		return gen.GitConfig{}, errorf(http.StatusBadRequest, "git_user_name and git_user_email must be one line")
+	}
+	g, err := c.gitBox(ctx, id, nil)
+	if err != nil {
+		return gen.GitConfig{}, err
 	}
 	for _, kv := range [][2]string{{"user.name", name}, {"user.email", email}} {
 		if kv[1] == "" {
@@ -675,10 +796,10 @@ func (c *controlPlane) UpdateGitConfig(ctx context.Context, req gen.UpdateGitCon
 		}
 		r, err := g.git(ctx, gitOpts{}, "config", "--global", kv[0], kv[1])
 		if err != nil {
-			return nil, err
+			return gen.GitConfig{}, err
 		}
 		if r.code != 0 {
-			return nil, g.failed("config", r)
+			return gen.GitConfig{}, g.failed("config", r)
 		}
 	}
 	var out store.Box
@@ -693,7 +814,7 @@ func (c *controlPlane) UpdateGitConfig(ctx context.Context, req gen.UpdateGitCon
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return gen.GitConfig{}, err
 	}
-	return gen.UpdateGitConfig200JSONResponse{GitUserName: ptr(out.GitUserName), GitUserEmail: ptr(out.GitUserEmail)}, nil
+	return gen.GitConfig{GitUserName: ptr(out.GitUserName), GitUserEmail: ptr(out.GitUserEmail)}, nil
 }

@@ -128,3 +128,30 @@ func TestRewriteBody(t *testing.T) {
 		t.Errorf("a body with nothing uploaded changed: %q", got)
 	}
 }
+
+func TestRepoDirNameAndSameRepo(t *testing.T) {
+	for u, want := range map[string]string{
+		"https://github.com/octo/hello":      "hello",
+		"https://github.com/octo/hello.git":  "hello",
+		"https://github.com/octo/hello/.git": "hello",
+		"git@github.com:octo/hello.git":      "hello",
+		"http://127.0.0.1:9000/x/y/":         "y",
+	} {
+		if got := repoDirName(u); got != want {
+			t.Errorf("repoDirName(%q) = %q, want %q", u, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"https://github.com/octo/hello", "https://github.com/octo/hello.git", true},
+		{"https://github.com/octo/hello/", "https://github.com/octo/hello", true},
+		{"https://github.com/octo/hello", "https://github.com/octo/hello2", false},
+		{"https://github.com/octo/hello", "https://github.com/other/hello", false},
+	} {
+		if got := sameRepo(tc.a, tc.b); got != tc.want {
+			t.Errorf("sameRepo(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/upstash/box-go/box"
 	"github.com/upstash/box-go/boxtest"
 	"github.com/upstash/box-go/internal/gittest"
 	"github.com/upstash/box-go/local"
@@ -70,14 +71,16 @@ func TestGitWire(t *testing.T) {
 			}
 		}
 	}
-	wantOK(t, "mkdir", do("POST", p+"/exec", execBody("mkdir -p work /tmp/abs")))
+	// The 0.5.5 SDK sends its working directory as folder; there is a
+	// file in it, as there is in a working directory that holds work.
+	wantOK(t, "mkdir", do("POST", p+"/exec", execBody("mkdir -p work /tmp/abs && echo notes > work/notes.txt")))
 
 	// Outside a repository: status and diff are empty, exec reports 128.
 	wantJSON("status at the root", do("GET", p+"/git/status", nil), map[string]any{"status": ""})
 	wantJSON("diff at the root", do("GET", p+"/git/diff", nil), map[string]any{"diff": ""})
 	wantJSON("exec at the root", do("POST", p+"/git/exec", map[string]any{"args": []string{"status"}}), map[string]any{"exit_code": 128.0})
 
-	// The JS SDK's clone: token in the body, folder relative.
+	// The JS SDK 0.5.5's clone: token in the body, folder relative.
 	wantOK(t, "clone", do("POST", p+"/git/clone", map[string]any{"repo": "acme/wire", "github_token": wireToken, "folder": "work"}))
 	for _, f := range []string{"work/wire", "/workspace/home/work/wire"} {
 		wantJSON("status in "+f, do("GET", p+"/git/status?folder="+url.QueryEscape(f), nil), map[string]any{"status": ""})
@@ -100,6 +103,8 @@ func TestGitWire(t *testing.T) {
 	wantError(t, "checkout of an option", do("POST", p+"/git/checkout", map[string]any{"branch": "--orphan", "folder": "work/wire"}), http.StatusBadRequest, "branch")
 	wantError(t, "exec without args", do("POST", p+"/git/exec", map[string]any{"args": []string{}}), http.StatusBadRequest, "args")
 	wantError(t, "git-config without a field", do("PUT", p+"/git-config", map[string]any{}), http.StatusBadRequest, "git_user_name")
+	wantError(t, "config/git without a field", do("PUT", p+"/config/git", map[string]any{}), http.StatusBadRequest, "git_user_name")
+	wantError(t, "config/git of an unknown box", do("PUT", "/v2/box/box-nosuchbox00/config/git", map[string]any{"git_user_name": "x"}), http.StatusNotFound, "box not found")
 	wantError(t, "clone without a repo", do("POST", p+"/git/clone", map[string]any{}), http.StatusBadRequest, "repo")
 	wantError(t, "clone with depth 0", do("POST", p+"/git/clone", map[string]any{"repo": "acme/wire", "depth": 0}), http.StatusBadRequest, "depth")
 	wantError(t, "status in a missing folder", do("GET", p+"/git/status?folder=nope", nil), http.StatusBadRequest, "does not exist")
@@ -123,9 +128,16 @@ func TestGitWire(t *testing.T) {
 	wantJSON("its upstream", do("POST", p+"/git/exec", map[string]any{"args": []string{"rev-parse", "--abbrev-ref", "@{upstream}"}, "folder": "work/wire"}),
 		map[string]any{"output": "origin/other\n"})
 
-	// git-config answers the whole identity; omitted fields stay.
+	// The git identity, at the path 0.5.5 calls (git-config) and at the
+	// one the newest SDKs call (config/git), with the body they send:
+	// each answers the whole identity, and omitted fields stay.
 	wantJSON("git-config name", do("PUT", p+"/git-config", map[string]any{"git_user_name": "Ada"}), map[string]any{"git_user_name": "Ada", "git_user_email": ""})
 	wantJSON("git-config email", do("PUT", p+"/git-config", map[string]any{"git_user_email": "ada@example.com"}), map[string]any{"git_user_name": "Ada", "git_user_email": "ada@example.com"})
+	wantJSON("config/git name", do("PUT", p+"/config/git", map[string]any{"git_user_name": "Grace"}), map[string]any{"git_user_name": "Grace", "git_user_email": "ada@example.com"})
+	wantJSON("config/git both", do("PUT", p+"/config/git", map[string]any{"git_user_name": "Grace Hopper", "git_user_email": "grace@example.com"}),
+		map[string]any{"git_user_name": "Grace Hopper", "git_user_email": "grace@example.com"})
+	wantJSON("the identity in the box", do("POST", p+"/git/exec", map[string]any{"args": []string{"config", "--global", "--get-regexp", "^user\\."}}),
+		map[string]any{"output": "user.name Grace Hopper\nuser.email grace@example.com\n", "exit_code": 0.0})
 
 	// A repository with no commit yet: the diff is against nothing.
 	wantOK(t, "fresh repo", do("POST", p+"/exec", execBody("git init -q fresh && echo hello > fresh/a.txt && git -C fresh add a.txt")))
@@ -161,5 +173,98 @@ func TestGitWire(t *testing.T) {
 		if strings.Contains(s, wireToken) || strings.Contains(s, basic) {
 			t.Errorf("the token leaked: %s", s)
 		}
+	}
+}
+
+// TestGitCloneFolder checks clone's folder as both generations of the
+// official SDK send it: the newest sends the destination, 0.5.5 its
+// working directory (an existing directory with files in it), and a
+// destination that exists already is a 409 that changes nothing.
+func TestGitCloneFolder(t *testing.T) {
+	t.Parallel()
+	g := gittest.NewGit(t, wireToken)
+	g.Repo(t, "acme/wire", map[string]string{"README.md": "wire\n"})
+	srv := boxtest.NewServer(t, boxtest.WithConfig(func(c *local.Config) { c.GitHubURL = g.BoxURL }))
+	c := rawFor(t, srv)
+	id := newBox(t, srv, &box.CreateParams{Git: &box.GitOptions{Token: wireToken}}).ID()
+	p := "/v2/box/" + id
+	clone := func(body map[string]any) response {
+		t.Helper()
+		body["repo"] = "acme/wire"
+		body["github_token"] = wireToken
+		return c.do("POST", p+"/git/clone", body, nil)
+	}
+	// toplevel is the repository folder is in, or what git says.
+	toplevel := func(folder string) string {
+		t.Helper()
+		r := c.do("POST", p+"/git/exec", map[string]any{"args": []string{"rev-parse", "--show-toplevel"}, "folder": folder}, nil)
+		wantOK(t, "rev-parse in "+folder, r)
+		out, _ := jsonObject(t, r)["output"].(string)
+		return strings.TrimSpace(out)
+	}
+	sh := func(script string) string {
+		t.Helper()
+		return decodeExec(t, script, c.do("POST", p+"/exec", execBody(script), nil)).Output
+	}
+	sh("mkdir -p empty proj && echo mine > proj/keep.txt && mkdir -p /tmp/taken && echo mine > /tmp/taken/keep.txt")
+
+	// The newest SDK: folder is the destination, relative, absolute (its
+	// parents made), or an empty directory.
+	for _, tc := range []struct{ folder, want string }{
+		{"app", "/workspace/home/app"},
+		{"/tmp/deep/er/app", "/tmp/deep/er/app"},
+		{"/workspace/home/empty", "/workspace/home/empty"},
+	} {
+		wantOK(t, "clone into "+tc.folder, clone(map[string]any{"folder": tc.folder}))
+		if got := toplevel(tc.want); got != tc.want {
+			t.Errorf("clone with folder %s: the repository is at %q, want %s", tc.folder, got, tc.want)
+		}
+	}
+	// 0.5.5: folder is the working directory, with files in it; the clone
+	// goes into a directory named after the repository there.
+	wantOK(t, "0.5.5 clone in proj", clone(map[string]any{"folder": "proj"}))
+	if got := toplevel("proj/wire"); got != "/workspace/home/proj/wire" {
+		t.Errorf("0.5.5 clone in proj: the repository is at %q, want /workspace/home/proj/wire", got)
+	}
+	// Without folder: /workspace/home/wire, as git names it.
+	wantOK(t, "clone without folder", clone(map[string]any{}))
+	if got := toplevel("wire"); got != "/workspace/home/wire" {
+		t.Errorf("clone without folder: the repository is at %q", got)
+	}
+
+	// The same clone again, however its folder is named, is a 409 and
+	// leaves what is there alone: the repository's own name, another
+	// name (its origin is this repository), a 0.5.5 working directory
+	// that holds the clone already, and no folder.
+	sh("echo local change >> app/README.md && echo local change >> wire/README.md")
+	for _, folder := range []string{"wire", "/workspace/home/wire", "app", "proj", ""} {
+		body := map[string]any{}
+		if folder != "" {
+			body["folder"] = folder
+		}
+		wantError(t, "clone again into "+folder, clone(body), http.StatusConflict, "already exists")
+	}
+	for f, want := range map[string]string{"app/README.md": "wire\nlocal change\n", "wire/README.md": "wire\nlocal change\n", "proj/keep.txt": "mine\n"} {
+		if got := sh("cat " + f); got != want {
+			t.Errorf("%s after the refused clones = %q, want %q", f, got, want)
+		}
+	}
+	if got := sh("for d in proj/wire/wire app/wire wire/wire; do test -e $d && echo $d; done; true"); got != "" {
+		t.Errorf("a refused clone nested a repository: %q", got)
+	}
+	// An existing folder of another repository is a 0.5.5 working
+	// directory; a file in the way is a 409.
+	sh("touch afile")
+	wantError(t, "clone onto a file", clone(map[string]any{"folder": "afile"}), http.StatusConflict, "already exists")
+	wantOK(t, "0.5.5 clone in /tmp/taken", clone(map[string]any{"folder": "/tmp/taken"}))
+	if got := toplevel("/tmp/taken/wire"); got != "/tmp/taken/wire" {
+		t.Errorf("0.5.5 clone with an absolute folder: the repository is at %q", got)
+	}
+	wantError(t, "clone with a folder of two lines", clone(map[string]any{"folder": "a\nb"}), http.StatusBadRequest, "folder")
+
+	// box-go's directory: folder is the working directory.
+	wantOK(t, "clone with directory", clone(map[string]any{"folder": "proj", "directory": "sub"}))
+	if got := toplevel("proj/sub"); got != "/workspace/home/proj/sub" {
+		t.Errorf("clone with folder and directory: the repository is at %q", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -346,11 +347,17 @@ func TestUnauthorized(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys := map[string]map[string]string{
-		"missing key":  {"X-Box-Api-Key": ""},
-		"wrong key":    {"X-Box-Api-Key": "box_wrong"},
-		"key prefix":   {"X-Box-Api-Key": srv.APIKey()[:len(srv.APIKey())-1]},
-		"key extended": {"X-Box-Api-Key": srv.APIKey() + "x"},
-		"bearer":       {"X-Box-Api-Key": "", "Authorization": "Bearer " + srv.APIKey()},
+		"missing key":              {"X-Box-Api-Key": ""},
+		"wrong key":                {"X-Box-Api-Key": "box_wrong"},
+		"key prefix":               {"X-Box-Api-Key": srv.APIKey()[:len(srv.APIKey())-1]},
+		"key extended":             {"X-Box-Api-Key": srv.APIKey() + "x"},
+		"wrong bearer":             {"X-Box-Api-Key": "", "Authorization": "Bearer box_wrong"},
+		"bearer prefix of the key": {"X-Box-Api-Key": "", "Authorization": "Bearer " + srv.APIKey()[:len(srv.APIKey())-1]},
+		"key without a scheme":     {"X-Box-Api-Key": "", "Authorization": srv.APIKey()},
+		"key as basic auth":        {"X-Box-Api-Key": "", "Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte("user:"+srv.APIKey()))},
+		"empty bearer":             {"X-Box-Api-Key": "", "Authorization": "Bearer "},
+		// X-Box-Api-Key is the credential checked when it is there.
+		"wrong key, right bearer": {"X-Box-Api-Key": "box_wrong", "Authorization": "Bearer " + srv.APIKey()},
 	}
 	for name, hdr := range keys {
 		for _, r := range reqs {

@@ -303,7 +303,9 @@ func (pv *previews) serve(w http.ResponseWriter, r *http.Request, id string, por
 		return
 	}
 	defer pv.s.boxes.busy(b.ID)()
-	withAuth := p.Token != "" || p.Username != ""
+	// The Authorization header goes on to the app unless it is boxd's:
+	// the URL's own credential, or boxd's API key as a bearer token.
+	stripAuth := p.Token != "" || p.Username != "" || pv.s.carriesKey(r, true)
 	rp := &httputil.ReverseProxy{
 		Transport:  pv.transport,
 		BufferPool: &previewBufs,
@@ -313,9 +315,8 @@ func (pv *previews) serve(w http.ResponseWriter, r *http.Request, id string, por
 			pr.Out.URL.Host = net.JoinHostPort(id, strconv.Itoa(port))
 			pr.Out.Host = pr.In.Host
 			pr.SetXForwarded()
-			pr.Out.Header.Del("X-Box-Api-Key")
-			if withAuth {
-				// The credential is boxd's, not the app's.
+			pr.Out.Header.Del(headerAPIKey)
+			if stripAuth {
 				pr.Out.Header.Del("Authorization")
 			}
 		},

@@ -91,7 +91,9 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = "box"
 			pr.Out.Host = "box"
-			pr.Out.Header.Del("X-Box-Api-Key")
+			// The credential is boxd's; the agent has no use for it.
+			pr.Out.Header.Del(headerAPIKey)
+			pr.Out.Header.Del("Authorization")
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.As(err, new(*http.MaxBytesError)) {

@@ -58,7 +58,8 @@ const (
 type Config struct {
 	// DataDir holds the database and the boxes' files. Required.
 	DataDir string
-	// APIKey is the key every request must carry in X-Box-Api-Key.
+	// APIKey is the key every request must carry, in X-Box-Api-Key or as
+	// an Authorization bearer token.
 	// Required.
 	APIKey string
 	// Isolation is IsolationBwrap (default) or IsolationNone.
@@ -471,17 +472,49 @@ func (s *Server) updateBox(id string, f func(*store.Box) error) error {
 	return s.db.PutBox(b)
 }
 
-// authenticate checks the API key in constant time.
+// authenticate lets through the requests that carry the API key, in
+// X-Box-Api-Key or as an Authorization bearer token, compared in constant
+// time.
 func (s *Server) authenticate(next http.Handler) http.Handler {
-	want := []byte(s.cfg.APIKey)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("X-Box-Api-Key"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
+		if !s.carriesKey(r, false) {
 			writeError(w, http.StatusUnauthorized, "unauthorized")
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// carriesKey reports whether r carries boxd's API key: in X-Box-Api-Key,
+// which is the one checked when it is there, or else as the token of
+// Authorization: Bearer (the newest official SDKs send an OAuth token
+// there; boxd takes its own key in its place). With bearerOnly, only the
+// Authorization header is looked at: it tells the proxies whether that
+// header is boxd's credential rather than the app's.
+func (s *Server) carriesKey(r *http.Request, bearerOnly bool) bool {
+	var got string
+	if k := r.Header.Get(headerAPIKey); k != "" && !bearerOnly {
+		got = k
+	} else if tok, ok := bearerToken(r.Header.Get("Authorization")); ok {
+		got = tok
+	} else {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.APIKey)) == 1
+}
+
+// headerAPIKey is the header of the API key.
+const headerAPIKey = "X-Box-Api-Key"
+
+// bearerToken is the token of an Authorization header of the Bearer
+// scheme (its name in any case).
+func bearerToken(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
 }
 
 // writeError writes the API's error body.

@@ -337,7 +337,7 @@ func (a *app) replGit(ctx context.Context, b *box.Box, rest string) error {
 			return errors.New("git clone needs a repository")
 		}
 		err := a.spin("cloning", func() error {
-			return b.Git.Clone(ctx, &box.CloneParams{Repo: repo, Directory: strings.TrimSpace(dir)})
+			return b.Git.Clone(ctx, &box.CloneParams{Repo: repo, Folder: strings.TrimSpace(dir)})
 		})
 		if err == nil {
 			fmt.Fprintf(a.stdout, "cloned %s\n", repo)
