@@ -376,7 +376,7 @@ func (rs *runs) execute(r *agentRun, rec *store.Run) {
 		rec.CostUSD = deref(d.TotalCostUSD)
 		rec.SessionID = deref(d.SessionID)
 	}
-	if err := s.db.PutRun(rec); err != nil {
+	if err := s.db.PutRun(rec); err != nil && !errors.Is(err, store.ErrNotFound) { // not found: the box was deleted
 		s.log.Warn("cannot record run", "run", r.id, "err", err)
 	}
 	_ = s.updateBox(r.box.ID, func(b *store.Box) error {

@@ -314,17 +314,19 @@ func (c *controlPlane) create(ctx context.Context, body *gen.CreateBoxRequest, f
 		// On the server's clock, which also times the deletion.
 		b.ExpiresAt = c.s.cfg.Clock.Now().Unix() + derefOr(body.TTL, maxTTL)
 	}
+	// A create that fails leaves nothing behind: no files, no host uid.
 	if err := c.s.boxes.prepare(b); err != nil {
+		_ = c.s.boxes.destroy(b.ID, nil)
 		return nil, fmt.Errorf("prepare box: %w", err)
 	}
 	if fill != nil {
 		if err := fill(b); err != nil {
-			_ = c.s.boxes.destroy(b.ID)
+			_ = c.s.boxes.destroy(b.ID, nil)
 			return nil, err
 		}
 	}
 	if err := c.s.db.PutBox(b); err != nil {
-		_ = c.s.boxes.destroy(b.ID)
+		_ = c.s.boxes.destroy(b.ID, nil)
 		if errors.Is(err, store.ErrNameTaken) {
 			return nil, errorf(http.StatusConflict, "a box named %q already exists", b.Name)
 		}
@@ -361,14 +363,21 @@ func (c *controlPlane) GetBox(ctx context.Context, req gen.GetBoxRequestObject) 
 	return gen.GetBox200JSONResponse(boxData(b)), nil
 }
 
+// deleteBox deletes box id: its processes, files and records. Calls that
+// race it lose (see boxes.destroy): once it returns, nothing of the box
+// runs or comes back.
 func (c *controlPlane) deleteBox(id string) error {
 	c.s.inits.stop(id)
-	if err := c.s.boxes.destroy(id); err != nil {
+	err := c.s.boxes.destroy(id, func() error {
+		if err := c.s.db.DeleteBox(id); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	if err := c.s.db.DeleteBox(id); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
+	c.s.inits.stop(id) // one that a racing start began
 	c.s.schedules.forgetBox(id)
 	return nil
 }

@@ -12,9 +12,11 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/upstash/box-go/local/internal/agent"
+	"github.com/upstash/box-go/local/internal/proc"
 	"github.com/upstash/box-go/local/internal/sandbox"
 	"github.com/upstash/box-go/local/internal/store"
 )
@@ -24,11 +26,20 @@ import (
 type runtime struct {
 	id string
 
+	// deleted is set, under mu, when a delete of the box begins, and is
+	// never cleared: the runtime is then a tombstone. Nothing starts,
+	// resumes or reaches the box through it, and boxes.runtime answers
+	// errBoxNotFound for the box while it is in the map.
+	deleted atomic.Bool
+
 	mu       sync.Mutex
 	sb       *sandbox.Sandbox
 	starting chan struct{} // closed when a start attempt ends
 	startErr error
-	deleted  bool
+	// deleting is closed when the delete that marked the runtime deleted
+	// ends, with deleteErr its outcome.
+	deleting  chan struct{}
+	deleteErr error
 	// held is set while a snapshot keeps the box still (see hold in
 	// snapshots.go), and closed when it lets go.
 	held chan struct{}
@@ -64,8 +75,12 @@ func (r *runtime) lockUnheld(ctx context.Context) error {
 type boxes struct {
 	srv *Server
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// rt holds the runtime of each box that has been used, and the
+	// tombstone of each box being deleted. A tombstone leaves the map
+	// once the box's record is gone, when ended counts one more.
 	rt      map[string]*runtime
+	ended   uint64
 	closing bool
 	bg      sync.WaitGroup // background starts
 }
@@ -93,25 +108,52 @@ func (m *boxes) warm(b *store.Box) {
 
 var errClosing = errors.New("boxd is shutting down")
 
-func (m *boxes) runtime(id string) *runtime {
+// runtime returns the runtime of box id, made on first use for a box that
+// has a record. It fails with errBoxNotFound while the box is being
+// deleted and once it is gone: a call that read the box's record before
+// its delete can no longer start a sandbox for it.
+func (m *boxes) runtime(id string) (*runtime, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	r := m.rt[id]
-	if r == nil {
-		r = &runtime{id: id}
-		r.transport = &http.Transport{
-			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				return m.dialAgent(ctx, r)
-			},
-			MaxIdleConnsPerHost: 64,
-			// Trailers carry a process's stderr tail (base64): more than
-			// the default 4 KiB buffer allows a trailer block to be.
-			ReadBufferSize:        64 << 10,
-			IdleConnTimeout:       90 * time.Second,
-			DisableCompression:    true,
-			ResponseHeaderTimeout: 0,
+	for {
+		if r := m.rt[id]; r != nil {
+			m.mu.Unlock()
+			if r.deleted.Load() {
+				return nil, errBoxNotFound
+			}
+			return r, nil
 		}
-		m.rt[id] = r
+		// Not under the lock: a store read. A delete that ends meanwhile
+		// (ended moves) may have removed the record after it was read.
+		ended := m.ended
+		m.mu.Unlock()
+		if b, err := m.srv.db.Box(id); errors.Is(err, store.ErrNotFound) || err == nil && b.ID != id {
+			return nil, errBoxNotFound
+		} else if err != nil {
+			return nil, err
+		}
+		m.mu.Lock()
+		if m.rt[id] == nil && m.ended == ended {
+			r := m.newRuntime(id)
+			m.rt[id] = r
+			m.mu.Unlock()
+			return r, nil
+		}
+	}
+}
+
+func (m *boxes) newRuntime(id string) *runtime {
+	r := &runtime{id: id}
+	r.transport = &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return m.dialAgent(ctx, r)
+		},
+		MaxIdleConnsPerHost: 64,
+		// Trailers carry a process's stderr tail (base64): more than
+		// the default 4 KiB buffer allows a trailer block to be.
+		ReadBufferSize:        64 << 10,
+		IdleConnTimeout:       90 * time.Second,
+		DisableCompression:    true,
+		ResponseHeaderTimeout: 0,
 	}
 	return r
 }
@@ -134,13 +176,20 @@ func (m *boxes) dialAgent(ctx context.Context, r *runtime) (net.Conn, error) {
 		r.mu.Lock()
 		sb := r.sb
 		r.mu.Unlock()
+		if r.deleted.Load() {
+			return nil, errBoxNotFound
+		}
 		if sb == nil {
 			b, err := m.srv.db.Box(r.id)
 			if err != nil {
 				return nil, notFoundAsBox(err)
 			}
-			if _, err := m.ensureRunning(ctx, b); err != nil {
+			if rt, err := m.ensureRunning(ctx, b); err != nil {
 				return nil, err
+			} else if rt != r {
+				// r is a deleted box's, replaced since (a failed delete
+				// leaves the box with a new runtime).
+				return nil, errBoxNotFound
 			}
 			continue
 		}
@@ -191,12 +240,19 @@ const (
 )
 
 // owner returns the host uid that box id's user is, or 0 when boxes run
-// as boxd's own user (boxd is not root, or does not isolate).
+// as boxd's own user (boxd is not root, or does not isolate). A box that
+// has none yet is given one that no other box has and no live process
+// has either: one that something still runs as (a sandbox being killed,
+// a process another program started) is passed over.
 func (m *boxes) owner(id string) (int, error) {
 	if os.Geteuid() != 0 || m.srv.cfg.Isolation != sandbox.ModeBwrap {
 		return 0, nil
 	}
-	uid, err := m.srv.db.ReserveUID(id, boxUIDFirst, boxUIDCount)
+	if uid, err := m.srv.db.UID(id); err == nil {
+		return int(uid), nil
+	}
+	live := proc.UIDs()
+	uid, err := m.srv.db.ReserveUID(id, boxUIDFirst, boxUIDCount, func(uid uint32) bool { return live[uid] })
 	if err != nil {
 		return 0, fmt.Errorf("host uid for the box: %w", err)
 	}
@@ -218,7 +274,10 @@ func validHostname(s string) bool {
 // ensureRunning starts the box's sandbox if it is not running and waits
 // until its agent is ready. A paused box is resumed.
 func (m *boxes) ensureRunning(ctx context.Context, b *store.Box) (*runtime, error) {
-	r := m.runtime(b.ID)
+	r, err := m.runtime(b.ID)
+	if err != nil {
+		return nil, err
+	}
 	// A use, before the box is found paused or not (see idle.go).
 	r.mu.Lock()
 	m.touchLocked(r)
@@ -227,7 +286,7 @@ func (m *boxes) ensureRunning(ctx context.Context, b *store.Box) (*runtime, erro
 		if err := r.lockUnheld(ctx); err != nil {
 			return nil, err
 		}
-		if r.deleted {
+		if r.deleted.Load() {
 			r.mu.Unlock()
 			return nil, errBoxNotFound
 		}
@@ -278,7 +337,7 @@ func (m *boxes) ensureRunning(ctx context.Context, b *store.Box) (*runtime, erro
 		m.mu.Lock()
 		closing = m.closing
 		m.mu.Unlock()
-		if err == nil && (r.deleted || closing) {
+		if err == nil && (r.deleted.Load() || closing) {
 			// The box went away while it started. Its sandbox dies before
 			// the waiters are released: destroy waits for this start, and
 			// must then find nothing left writing into the box's files.
@@ -395,9 +454,16 @@ func hostnameOf(b *store.Box) string {
 // pause freezes a running box. A box whose sandbox is not running is only
 // marked paused.
 func (m *boxes) pause(ctx context.Context, id string) error {
-	r := m.runtime(id)
+	r, err := m.runtime(id)
+	if err != nil {
+		return err
+	}
 	if err := r.lockUnheld(ctx); err != nil {
 		return err
+	}
+	if r.deleted.Load() {
+		r.mu.Unlock()
+		return errBoxNotFound
 	}
 	if sb := r.sb; sb != nil {
 		if err := sb.Pause(); err != nil {
@@ -414,9 +480,16 @@ func (m *boxes) pause(ctx context.Context, id string) error {
 // restarted since it was paused) is started again when it has an init
 // command, which runs then; otherwise it starts on its next use.
 func (m *boxes) resume(ctx context.Context, id string) error {
-	r := m.runtime(id)
+	r, err := m.runtime(id)
+	if err != nil {
+		return err
+	}
 	if err := r.lockUnheld(ctx); err != nil {
 		return err
+	}
+	if r.deleted.Load() {
+		r.mu.Unlock()
+		return errBoxNotFound
 	}
 	sb := r.sb
 	if sb != nil {
@@ -441,31 +514,66 @@ func (m *boxes) resume(ctx context.Context, id string) error {
 	return nil
 }
 
-// destroy kills the box's processes and removes its files.
-func (m *boxes) destroy(id string) error {
+// destroy deletes box id, and wins over every call that races it. It
+// marks the box's runtime deleted (a tombstone, made if the box had no
+// runtime), so that from then on nothing starts, resumes or reaches the
+// box; kills its sandbox, and waits for a start in progress, which kills
+// what it started; removes its files; calls drop, when not nil, to remove
+// its record; and releases its host uid, which nothing runs as any more.
+// Only then does the tombstone go: a runtime is made again only for a box
+// that has a record (see runtime). A delete of a box that another delete
+// is deleting waits for that one, and has its outcome.
+func (m *boxes) destroy(id string, drop func() error) error {
 	m.mu.Lock()
 	r := m.rt[id]
-	delete(m.rt, id)
-	m.mu.Unlock()
-	if r != nil {
-		r.mu.Lock()
-		r.deleted = true
-		sb := r.sb
-		r.sb = nil
-		starting := r.starting
-		r.mu.Unlock()
-		if sb != nil {
-			sb.Kill()
-		}
-		// A start in progress kills what it started before it ends.
-		if starting != nil {
-			select {
-			case <-starting:
-			case <-time.After(time.Minute):
-			}
-		}
-		r.transport.CloseIdleConnections()
+	if r == nil {
+		r = m.newRuntime(id)
+		m.rt[id] = r
 	}
+	m.mu.Unlock()
+	r.mu.Lock()
+	if ch := r.deleting; ch != nil {
+		r.mu.Unlock()
+		<-ch
+		return r.deleteErr
+	}
+	r.deleted.Store(true)
+	done := make(chan struct{})
+	r.deleting = done
+	sb := r.sb
+	r.sb = nil
+	starting := r.starting
+	if r.idleStop != nil {
+		r.idleStop()
+		r.idleStop = nil
+	}
+	r.mu.Unlock()
+
+	err := m.remove(id, r, sb, starting, drop)
+
+	m.mu.Lock()
+	if m.rt[id] == r {
+		delete(m.rt, id)
+	}
+	m.ended++
+	m.mu.Unlock()
+	r.deleteErr = err
+	close(done)
+	return err
+}
+
+// remove does destroy's work on runtime r, marked deleted.
+func (m *boxes) remove(id string, r *runtime, sb *sandbox.Sandbox, starting chan struct{}, drop func() error) error {
+	if sb != nil {
+		sb.Kill()
+	}
+	// A start in progress sees the mark when it ends, and kills what it
+	// started before it closes starting. It is bounded (sandbox.Start
+	// gives up after 30 seconds).
+	if starting != nil {
+		<-starting
+	}
+	r.transport.CloseIdleConnections()
 	m.srv.net.forgetBox(id)
 	root := m.srv.layout(id).Root
 	// Processes killed a moment ago may still be closing files; try again
@@ -473,16 +581,24 @@ func (m *boxes) destroy(id string) error {
 	var err error
 	for attempt := 0; attempt < 50; attempt++ {
 		if err = os.RemoveAll(root); err == nil {
-			// Its host uid is free once nothing of it is left (a box
-			// whose creation failed has no record to take it with it).
-			if err := m.srv.db.ReleaseUID(id); err != nil {
-				m.srv.log.Warn("cannot release the box's host uid", "box", id, "err", err)
-			}
-			return nil
+			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return fmt.Errorf("remove box files: %w", err)
+	if err != nil {
+		return fmt.Errorf("remove box files: %w", err)
+	}
+	if drop != nil {
+		if err := drop(); err != nil {
+			return err
+		}
+	}
+	// Its host uid is free once nothing of it is left (a box whose
+	// creation failed has no record to take it with it).
+	if err := m.srv.db.ReleaseUID(id); err != nil {
+		m.srv.log.Warn("cannot release the box's host uid", "box", id, "err", err)
+	}
+	return nil
 }
 
 // closeAll stops every running sandbox (boxd shutting down). Box files

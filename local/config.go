@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"regexp"
 	"slices"
@@ -63,7 +64,7 @@ func (c *controlPlane) RemoveLabel(ctx context.Context, req gen.RemoveLabelReque
 
 // notFoundAsBox turns the store's not-found into the API's box not found.
 func notFoundAsBox(err error) error {
-	if err == store.ErrNotFound {
+	if errors.Is(err, store.ErrNotFound) {
 		return errorf(http.StatusNotFound, "box not found")
 	}
 	return err

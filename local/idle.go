@@ -36,7 +36,10 @@ func (s *Server) idleTime() time.Duration {
 
 // touch records a use of box id now, and arms its idle timer.
 func (m *boxes) touch(id string) {
-	r := m.runtime(id)
+	r, err := m.runtime(id)
+	if err != nil {
+		return // deleted
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m.touchLocked(r)
@@ -50,7 +53,7 @@ func (m *boxes) touchLocked(r *runtime) {
 
 // armLocked starts r's idle timer to fire in d, unless it is armed.
 func (m *boxes) armLocked(r *runtime, d time.Duration) {
-	if d <= 0 || r.idleStop != nil || r.deleted {
+	if d <= 0 || r.idleStop != nil || r.deleted.Load() {
 		return
 	}
 	m.mu.Lock()
@@ -64,7 +67,10 @@ func (m *boxes) armLocked(r *runtime, d time.Duration) {
 
 // busy marks box id in use until the returned func is called.
 func (m *boxes) busy(id string) (done func()) {
-	r := m.runtime(id)
+	r, err := m.runtime(id)
+	if err != nil {
+		return func() {} // deleted: nothing to keep awake
+	}
 	r.mu.Lock()
 	r.busyOps++
 	m.touchLocked(r)
@@ -83,7 +89,7 @@ func (m *boxes) idleCheck(r *runtime) {
 	idle := m.srv.idleTime()
 	r.mu.Lock()
 	r.idleStop = nil
-	if r.deleted || idle <= 0 {
+	if r.deleted.Load() || idle <= 0 {
 		r.mu.Unlock()
 		return
 	}

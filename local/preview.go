@@ -326,6 +326,8 @@ func (pv *previews) serve(w http.ResponseWriter, r *http.Request, id string, por
 			case r.Context().Err() != nil:
 			case errors.Is(err, errPreviewGone):
 				writeError(w, http.StatusNotFound, fmt.Sprintf("no public URL for port %d of box %s", port, id))
+			case statusOf(err) == http.StatusNotFound:
+				writeError(w, http.StatusNotFound, "box not found") // deleted since it was found
 			case errors.As(err, &be):
 				writeError(w, http.StatusBadGateway, be.msg)
 			default:

@@ -103,6 +103,11 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 			if r.Context().Err() != nil {
 				return
 			}
+			if statusOf(err) == http.StatusNotFound {
+				// The box was deleted since it was found.
+				writeError(w, http.StatusNotFound, "box not found")
+				return
+			}
 			s.log.Warn("box agent unreachable", "box", b.ID, "err", err)
 			writeError(w, http.StatusBadGateway, "box agent unreachable: "+err.Error())
 		},
@@ -179,7 +184,7 @@ func (s *Server) recordExec(b *store.Box, rec *execRecord, h http.Header) {
 		CompletedAt: now.Unix(),
 		Seq:         rec.start.UnixNano(),
 	}
-	if err := s.db.PutRun(run); err != nil {
+	if err := s.db.PutRun(run); err != nil && !errors.Is(err, store.ErrNotFound) { // not found: the box was deleted
 		s.log.Warn("cannot record run", "box", b.ID, "err", err)
 	}
 }

@@ -181,8 +181,6 @@ type Server struct {
 	webhookClient *http.Client
 	handler       http.Handler
 
-	statusMu sync.Mutex // serialises read-modify-write of box records
-
 	unenforcedOnce sync.Once
 
 	// ports are those boxd's API is served on, as learnt from Serve and
@@ -429,9 +427,11 @@ func (s *Server) boxEnv(b *store.Box) map[string]string {
 	return env
 }
 
-// logf appends an entry to a box's log.
+// logf appends an entry to a box's log. A deleted box has no log to
+// append to: what is said of it after its delete goes nowhere.
 func (s *Server) logf(boxID, level, source, msg string) {
-	if err := s.db.AppendLogs(boxID, store.LogEntry{Timestamp: time.Now().Unix(), Level: level, Source: source, Message: msg}); err != nil {
+	err := s.db.AppendLogs(boxID, store.LogEntry{Timestamp: time.Now().Unix(), Level: level, Source: source, Message: msg})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.log.Warn("cannot write box log", "box", boxID, "err", err)
 	}
 }
@@ -449,27 +449,30 @@ func (s *Server) logLines(boxID, source string, lines []string) {
 	}
 }
 
-// setStatus changes a box's status.
+// setStatus changes a box's status, or fails with errBoxNotFound when the
+// box is gone (a delete won the race).
 func (s *Server) setStatus(id, status string) error {
-	return s.updateBox(id, func(b *store.Box) error {
+	err := s.updateBox(id, func(b *store.Box) error {
 		b.Status = status
 		return nil
 	})
+	if errors.Is(err, store.ErrNotFound) {
+		return errBoxNotFound
+	}
+	return err
 }
 
-// updateBox reads, changes and writes a box record under a lock.
+// updateBox reads, changes and writes the record of box id (or name) in
+// one store transaction. It fails with store.ErrNotFound when the box is
+// gone: a call that raced a delete never writes the record back.
 func (s *Server) updateBox(id string, f func(*store.Box) error) error {
-	s.statusMu.Lock()
-	defer s.statusMu.Unlock()
-	b, err := s.db.Box(id)
-	if err != nil {
-		return err
-	}
-	if err := f(b); err != nil {
-		return err
-	}
-	b.UpdatedAt = time.Now().Unix()
-	return s.db.PutBox(b)
+	return s.db.UpdateBox(id, func(b *store.Box) error {
+		if err := f(b); err != nil {
+			return err
+		}
+		b.UpdatedAt = time.Now().Unix()
+		return nil
+	})
 }
 
 // authenticate lets through the requests that carry the API key, in

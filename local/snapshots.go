@@ -191,27 +191,27 @@ func syncDir(dir string) error {
 // sandbox is frozen (unless the user paused it), and until release is
 // called nothing starts, resumes or pauses the box. A start in progress is
 // waited for first.
-// deleted reports whether box id is being deleted, or has been: destroy
-// takes its runtime out first, and removes its record last.
+// deleted reports whether box id is being deleted, or has been: its
+// runtime is marked deleted while the delete runs, and leaves the map
+// when it is done (the runtime of a box in use is never taken out
+// otherwise).
 func (m *boxes) deleted(id string) bool {
 	m.mu.Lock()
 	r := m.rt[id]
 	m.mu.Unlock()
-	if r == nil {
-		return true
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.deleted
+	return r == nil || r.deleted.Load()
 }
 
 func (m *boxes) hold(ctx context.Context, id string) (release func(), err error) {
-	r := m.runtime(id)
+	r, err := m.runtime(id)
+	if err != nil {
+		return nil, err
+	}
 	for {
 		if err := r.lockUnheld(ctx); err != nil {
 			return nil, err
 		}
-		if r.deleted {
+		if r.deleted.Load() {
 			r.mu.Unlock()
 			return nil, errBoxNotFound
 		}

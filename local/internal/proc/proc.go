@@ -78,3 +78,36 @@ func InSession(sid int) []int {
 	}
 	return out
 }
+
+// UIDs returns every uid that a process alive now has, as its real,
+// effective, saved or file-system uid; zombies count, since their uid is
+// still theirs until they are reaped.
+func UIDs() map[uint32]bool {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	out := map[uint32]bool{}
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		for line := range bytes.SplitSeq(b, []byte("\n")) {
+			rest, ok := bytes.CutPrefix(line, []byte("Uid:"))
+			if !ok {
+				continue
+			}
+			for _, f := range strings.Fields(string(rest)) {
+				if u, err := strconv.ParseUint(f, 10, 32); err == nil {
+					out[uint32(u)] = true
+				}
+			}
+			break
+		}
+	}
+	return out
+}

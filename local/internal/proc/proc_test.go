@@ -39,3 +39,31 @@ func TestFamily(t *testing.T) {
 		t.Errorf("InSession = %v, want %v", got, kids)
 	}
 }
+
+// TestUIDs finds the uid of a process that runs as a uid of its own while
+// it lives, and not once it is gone.
+func TestUIDs(t *testing.T) {
+	if !UIDs()[uint32(os.Getuid())] {
+		t.Fatalf("UIDs has not this process's uid %d", os.Getuid())
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("running a process as another uid needs root")
+	}
+	const uid = 0x5eed0001
+	if UIDs()[uid] {
+		t.Skipf("uid %d is in use on this machine", uid)
+	}
+	cmd := exec.Command("sleep", "30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !UIDs()[uid] {
+		t.Errorf("UIDs has not uid %d of a live process", uid)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if UIDs()[uid] {
+		t.Errorf("UIDs has uid %d after its process was reaped", uid)
+	}
+}

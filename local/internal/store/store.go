@@ -67,32 +67,71 @@ func (s *Store) Close() error { return s.db.Close() }
 // PutBox creates or replaces a box record and its name index entry. It
 // fails with ErrNameTaken when another box already has the name.
 func (s *Store) PutBox(b *Box) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return putBox(tx, b) })
+}
+
+// UpdateBox reads the box with the given id or name, lets f change it and
+// writes it back, in one transaction: it fails with ErrNotFound when the
+// box is gone, so a box deleted meanwhile is never written back. An error
+// from f is returned and nothing is written. f must not use the Store.
+func (s *Store) UpdateBox(idOrName string, f func(*Box) error) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		raw := boxRecord(tx, idOrName)
+		if raw == nil {
+			return ErrNotFound
+		}
+		var b Box
+		if err := json.Unmarshal(raw, &b); err != nil {
+			return err
+		}
+		id := b.ID
+		if err := f(&b); err != nil {
+			return err
+		}
+		if b.ID != id {
+			return fmt.Errorf("store: a box's id cannot change (%s to %s)", id, b.ID)
+		}
+		return putBox(tx, &b)
+	})
+}
+
+func putBox(tx *bolt.Tx, b *Box) error {
 	raw, err := json.Marshal(b)
 	if err != nil {
 		return err
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
-		boxes, names := tx.Bucket(bucketBoxes), tx.Bucket(bucketNames)
-		if b.Name != "" {
-			if owner := names.Get([]byte(b.Name)); owner != nil && string(owner) != b.ID {
-				return ErrNameTaken
-			}
+	boxes, names := tx.Bucket(bucketBoxes), tx.Bucket(bucketNames)
+	if b.Name != "" {
+		if owner := names.Get([]byte(b.Name)); owner != nil && string(owner) != b.ID {
+			return ErrNameTaken
 		}
-		if old := boxes.Get([]byte(b.ID)); old != nil {
-			var prev Box
-			if json.Unmarshal(old, &prev) == nil && prev.Name != "" && prev.Name != b.Name {
-				if err := names.Delete([]byte(prev.Name)); err != nil {
-					return err
-				}
-			}
-		}
-		if b.Name != "" {
-			if err := names.Put([]byte(b.Name), []byte(b.ID)); err != nil {
+	}
+	if old := boxes.Get([]byte(b.ID)); old != nil {
+		var prev Box
+		if json.Unmarshal(old, &prev) == nil && prev.Name != "" && prev.Name != b.Name {
+			if err := names.Delete([]byte(prev.Name)); err != nil {
 				return err
 			}
 		}
-		return boxes.Put([]byte(b.ID), raw)
-	})
+	}
+	if b.Name != "" {
+		if err := names.Put([]byte(b.Name), []byte(b.ID)); err != nil {
+			return err
+		}
+	}
+	return boxes.Put([]byte(b.ID), raw)
+}
+
+// boxRecord returns the raw record of the box with the given id or name,
+// or nil.
+func boxRecord(tx *bolt.Tx, idOrName string) []byte {
+	raw := tx.Bucket(bucketBoxes).Get([]byte(idOrName))
+	if raw == nil {
+		if id := tx.Bucket(bucketNames).Get([]byte(idOrName)); id != nil {
+			raw = tx.Bucket(bucketBoxes).Get(id)
+		}
+	}
+	return raw
 }
 
 // ErrNameTaken is returned by PutBox when the name belongs to another box.
@@ -102,12 +141,7 @@ var ErrNameTaken = errors.New("a box with this name already exists")
 func (s *Store) Box(idOrName string) (*Box, error) {
 	var b Box
 	err := s.db.View(func(tx *bolt.Tx) error {
-		raw := tx.Bucket(bucketBoxes).Get([]byte(idOrName))
-		if raw == nil {
-			if id := tx.Bucket(bucketNames).Get([]byte(idOrName)); id != nil {
-				raw = tx.Bucket(bucketBoxes).Get(id)
-			}
-		}
+		raw := boxRecord(tx, idOrName)
 		if raw == nil {
 			return ErrNotFound
 		}
@@ -184,13 +218,17 @@ func deletePrefix(b *bolt.Bucket, prefix []byte) error {
 	return nil
 }
 
-// PutRun creates or replaces a run record.
+// PutRun creates or replaces a run record. It fails with ErrNotFound when
+// the run's box is gone: a deleted box's runs went with it.
 func (s *Store) PutRun(r *Run) error {
 	raw, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
 	return s.db.Update(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketBoxes).Get([]byte(r.BoxID)) == nil {
+			return ErrNotFound
+		}
 		return tx.Bucket(bucketRuns).Put(append(boxPrefix(r.BoxID), r.ID...), raw)
 	})
 }
@@ -230,9 +268,13 @@ func (s *Store) Runs(boxID string) ([]*Run, error) {
 	return out, err
 }
 
-// AppendLogs adds entries to a box's log.
+// AppendLogs adds entries to a box's log. It fails with ErrNotFound when
+// the box is gone: a deleted box's log went with it.
 func (s *Store) AppendLogs(boxID string, entries ...LogEntry) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketBoxes).Get([]byte(boxID)) == nil {
+			return ErrNotFound
+		}
 		b := tx.Bucket(bucketLogs)
 		for _, e := range entries {
 			seq, err := b.NextSequence()

@@ -29,8 +29,11 @@ func (s *Store) UID(id string) (uint32, error) {
 }
 
 // ReserveUID returns box id's host uid: the one it has, or else the lowest
-// one of [first, first+count) that no box has, now recorded as its own.
-func (s *Store) ReserveUID(id string, first, count uint32) (uint32, error) {
+// one of [first, first+count) that no box has and for which taken, when
+// not nil, is false, now recorded as its own. Callers pass as taken the
+// uids that live processes have, so that a uid is never handed out while
+// something still runs as it.
+func (s *Store) ReserveUID(id string, first, count uint32, taken func(uid uint32) bool) (uint32, error) {
 	if uid, err := s.UID(id); err == nil {
 		return uid, nil
 	}
@@ -41,23 +44,25 @@ func (s *Store) ReserveUID(id string, first, count uint32) (uint32, error) {
 			uid = u
 			return nil
 		}
-		next := first
 		c := b.Cursor()
 		var k [4]byte
 		binary.BigEndian.PutUint32(k[:], first)
-		for key, _ := c.Seek(k[:]); key != nil; key, _ = c.Next() {
-			used := binary.BigEndian.Uint32(key)
-			if used != next {
-				break
+		key, _ := c.Seek(k[:])
+		for next := first; next-first < count; next++ {
+			for key != nil && binary.BigEndian.Uint32(key) < next {
+				key, _ = c.Next()
 			}
-			next++
+			if key != nil && binary.BigEndian.Uint32(key) == next {
+				continue // a box's
+			}
+			if taken != nil && taken(next) {
+				continue
+			}
+			uid = next
+			binary.BigEndian.PutUint32(k[:], uid)
+			return b.Put(k[:], []byte(id))
 		}
-		if next-first >= count {
-			return ErrNoUID
-		}
-		uid = next
-		binary.BigEndian.PutUint32(k[:], uid)
-		return b.Put(k[:], []byte(id))
+		return ErrNoUID
 	})
 	return uid, err
 }
