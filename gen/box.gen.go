@@ -1428,20 +1428,20 @@ type NetworkPolicyMode string
 
 // PreviewRequest defines model for PreviewRequest.
 type PreviewRequest struct {
-	// BasicAuth Protect the URL with basic auth.
+	// BasicAuth Protect the URL with basic auth. May be set with `bearer_token`.
 	BasicAuth *bool `json:"basic_auth,omitempty"`
 
-	// BearerToken Protect the URL with a bearer token.
+	// BearerToken Protect the URL with a bearer token. May be set with `basic_auth`.
 	BearerToken *bool `json:"bearer_token,omitempty"`
 	Port        int   `json:"port"`
 }
 
 // PreviewsResponse defines model for PreviewsResponse.
 type PreviewsResponse struct {
-	Previews []PublicURL `json:"previews"`
+	Previews []PublicURLListItem `json:"previews"`
 }
 
-// PublicURL defines model for PublicURL.
+// PublicURL A public URL as created, with the credentials asked for.
 type PublicURL struct {
 	// Password With `basic_auth`.
 	Password *string `json:"password,omitempty"`
@@ -1453,6 +1453,23 @@ type PublicURL struct {
 
 	// Username With `basic_auth`.
 	Username *string `json:"username,omitempty"`
+}
+
+// PublicURLListItem A public URL as listed. It carries no credentials, only which kinds are set.
+type PublicURLListItem struct {
+	// BasicAuth Whether requests may pass with the URL's basic-auth credentials.
+	BasicAuth bool `json:"basic_auth"`
+
+	// BearerToken Whether requests may pass with the URL's bearer token.
+	BearerToken bool `json:"bearer_token"`
+
+	// CreatedAt Unix seconds.
+	CreatedAt int64 `json:"created_at"`
+
+	// ID `{box-id}-{port}`.
+	ID   string `json:"id"`
+	Port int    `json:"port"`
+	URL  string `json:"url"`
 }
 
 // PullRequest defines model for PullRequest.
@@ -2898,10 +2915,18 @@ type ClientInterface interface {
 
 	// ListPreviews List a box's public URLs
 	//
+	// Lists the box's public URLs with which kinds of auth each has, but never their
+	// credentials (see `PublicURLListItem`). The 0.5.5 SDK reads `port` and `url` alone.
+	//
 	// Corresponds with GET /v2/box/{id}/preview (the `ListPreviews` operationId).
 	ListPreviews(ctx context.Context, id BoxID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreatePreviewWithBody Expose a port on a public URL
+	//
+	// Exposes `port` on a public URL and returns its credentials, the only time they are
+	// returned. `bearer_token` and `basic_auth` may both be set; a request to the URL then
+	// passes with either credential. Asking again for a port that has a URL replaces its
+	// credentials: the old ones stop working at once. A paused box is resumed.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2909,6 +2934,11 @@ type ClientInterface interface {
 	CreatePreviewWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreatePreview Expose a port on a public URL
+	//
+	// Exposes `port` on a public URL and returns its credentials, the only time they are
+	// returned. `bearer_token` and `basic_auth` may both be set; a request to the URL then
+	// passes with either credential. Asking again for a port that has a URL replaces its
+	// credentials: the old ones stop working at once. A paused box is resumed.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4839,6 +4869,9 @@ func (c *Client) PauseBox(ctx context.Context, id BoxID, reqEditors ...RequestEd
 
 // ListPreviews List a box's public URLs
 //
+// Lists the box's public URLs with which kinds of auth each has, but never their
+// credentials (see `PublicURLListItem`). The 0.5.5 SDK reads `port` and `url` alone.
+//
 // Corresponds with GET /v2/box/{id}/preview (the `ListPreviews` operationId).
 func (c *Client) ListPreviews(ctx context.Context, id BoxID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListPreviewsRequest(c.Server, id)
@@ -4853,6 +4886,11 @@ func (c *Client) ListPreviews(ctx context.Context, id BoxID, reqEditors ...Reque
 }
 
 // CreatePreviewWithBody Expose a port on a public URL
+//
+// Exposes `port` on a public URL and returns its credentials, the only time they are
+// returned. `bearer_token` and `basic_auth` may both be set; a request to the URL then
+// passes with either credential. Asking again for a port that has a URL replaces its
+// credentials: the old ones stop working at once. A paused box is resumed.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4870,6 +4908,11 @@ func (c *Client) CreatePreviewWithBody(ctx context.Context, id BoxID, contentTyp
 }
 
 // CreatePreview Expose a port on a public URL
+//
+// Exposes `port` on a public URL and returns its credentials, the only time they are
+// returned. `bearer_token` and `basic_auth` may both be set; a request to the URL then
+// passes with either credential. Asking again for a port that has a URL replaces its
+// credentials: the old ones stop working at once. A paused box is resumed.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -10060,6 +10103,9 @@ type ClientWithResponsesInterface interface {
 
 	// ListPreviewsWithResponse List a box's public URLs
 	//
+	// Lists the box's public URLs with which kinds of auth each has, but never their
+	// credentials (see `PublicURLListItem`). The 0.5.5 SDK reads `port` and `url` alone.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v2/box/{id}/preview (the `ListPreviews` operationId).
@@ -10067,12 +10113,22 @@ type ClientWithResponsesInterface interface {
 
 	// CreatePreviewWithBodyWithResponse Expose a port on a public URL
 	//
+	// Exposes `port` on a public URL and returns its credentials, the only time they are
+	// returned. `bearer_token` and `basic_auth` may both be set; a request to the URL then
+	// passes with either credential. Asking again for a port that has a URL replaces its
+	// credentials: the old ones stop working at once. A paused box is resumed.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v2/box/{id}/preview (the `CreatePreview` operationId).
 	CreatePreviewWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePreviewHTTPResponse, error)
 
 	// CreatePreviewWithResponse Expose a port on a public URL
+	//
+	// Exposes `port` on a public URL and returns its credentials, the only time they are
+	// returned. `bearer_token` and `basic_auth` may both be set; a request to the URL then
+	// passes with either credential. Asking again for a port that has a URL replaces its
+	// credentials: the old ones stop working at once. A paused box is resumed.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -18036,6 +18092,9 @@ func (c *ClientWithResponses) PauseBoxWithResponse(ctx context.Context, id BoxID
 
 // ListPreviewsWithResponse List a box's public URLs
 //
+// Lists the box's public URLs with which kinds of auth each has, but never their
+// credentials (see `PublicURLListItem`). The 0.5.5 SDK reads `port` and `url` alone.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v2/box/{id}/preview (the `ListPreviews` operationId).
@@ -18049,6 +18108,11 @@ func (c *ClientWithResponses) ListPreviewsWithResponse(ctx context.Context, id B
 
 // CreatePreviewWithBodyWithResponse Expose a port on a public URL
 //
+// Exposes `port` on a public URL and returns its credentials, the only time they are
+// returned. `bearer_token` and `basic_auth` may both be set; a request to the URL then
+// passes with either credential. Asking again for a port that has a URL replaces its
+// credentials: the old ones stop working at once. A paused box is resumed.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v2/box/{id}/preview (the `CreatePreview` operationId).
@@ -18061,6 +18125,11 @@ func (c *ClientWithResponses) CreatePreviewWithBodyWithResponse(ctx context.Cont
 }
 
 // CreatePreviewWithResponse Expose a port on a public URL
+//
+// Exposes `port` on a public URL and returns its credentials, the only time they are
+// returned. `bearer_token` and `basic_auth` may both be set; a request to the URL then
+// passes with either credential. Asking again for a port that has a URL replaces its
+// credentials: the old ones stop working at once. A paused box is resumed.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
