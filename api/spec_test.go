@@ -426,3 +426,31 @@ func TestGeneratedRoutes(t *testing.T) {
 		t.Errorf("env upsert reached %q with key %q, want %q", got, envKey, "MY KEY/SLASH")
 	}
 }
+
+// designedSchemas are whole schemas that only newer official SDKs than the one the
+// server is tested with read; each must say so on the schema itself.
+var designedSchemas = []string{"PublicURLListItem"}
+
+func TestDesignedSchemasAreMarked(t *testing.T) {
+	doc := loadSpec(t)
+	for _, name := range designedSchemas {
+		s := doc.Components.Schemas[name]
+		if s == nil {
+			t.Errorf("schema %s is missing", name)
+			continue
+		}
+		if s.Value.Extensions["x-box-origin"] != "designed" || s.Value.Extensions["x-box-evidence"] != "newer-sdk" {
+			t.Errorf("schema %s must be marked x-box-origin: designed and x-box-evidence: newer-sdk", name)
+		}
+	}
+	// The list of public URLs is a list of these: it never carries credentials.
+	items := doc.Components.Schemas["PreviewsResponse"].Value.Properties["previews"].Value.Items
+	if items.Ref != "#/components/schemas/PublicURLListItem" {
+		t.Errorf("PreviewsResponse.previews items = %q, want PublicURLListItem", items.Ref)
+	}
+	for _, secret := range []string{"token", "username", "password"} {
+		if _, ok := doc.Components.Schemas["PublicURLListItem"].Value.Properties[secret]; ok {
+			t.Errorf("PublicURLListItem has %q: a list must not carry credentials", secret)
+		}
+	}
+}

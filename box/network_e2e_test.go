@@ -79,6 +79,8 @@ type netOptions struct {
 	offHost bool
 	// lookups, when set, is told of every name boxd resolves for a box.
 	lookups func(host string)
+	// hold is local.Config.PublicURLHold (zero: boxd's default, 30 s).
+	hold time.Duration
 }
 
 func newNetServer(t testing.TB, o netOptions) *netServer {
@@ -98,6 +100,7 @@ func newNetServer(t testing.TB, o netOptions) *netServer {
 		APIKey:            ns.key,
 		Logger:            slog.New(slog.NewTextHandler(ns.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		EgressRootCAs:     o.roots,
+		PublicURLHold:     o.hold,
 		EgressResolver: func(ctx context.Context, host string) ([]netip.Addr, error) {
 			if o.lookups != nil {
 				o.lookups(host)
@@ -233,8 +236,12 @@ func TestPublicURLsSamePortInTwoBoxes(t *testing.T) {
 			t.Errorf("upper-case public URL = %d", code)
 		}
 		list, err := b.ListPublicURLs(ctx)
-		if err != nil || len(list) != 1 || list[0] != *urls[i] {
-			t.Errorf("ListPublicURLs = %+v, %v; want [%+v]", list, err, *urls[i])
+		want := box.PublicURLInfo{ID: b.ID() + "-3000", Port: 3000, URL: urls[i].URL}
+		if err != nil || len(list) != 1 || time.Since(list[0].CreatedAt) > time.Hour || time.Until(list[0].CreatedAt) > time.Minute {
+			t.Fatalf("ListPublicURLs = %+v, %v; want [%+v] created now", list, err, want)
+		}
+		if list[0].CreatedAt = (time.Time{}); list[0] != want {
+			t.Errorf("ListPublicURLs = %+v, want [%+v]", list, want)
 		}
 	}
 
@@ -262,18 +269,19 @@ func TestPublicURLsSamePortInTwoBoxes(t *testing.T) {
 			t.Errorf("GetPublicURL(%d) = %v", port, err)
 		}
 	}
-	if _, err := boxes[1].GetPublicURL(ctx, 3000, &box.PublicURLParams{BearerToken: true, BasicAuth: true}); !errors.Is(err, box.ErrAuthConflict) {
-		t.Errorf("GetPublicURL with both auths = %v, want ErrAuthConflict", err)
-	}
 }
 
 func TestPublicURLAuth(t *testing.T) {
 	t.Parallel()
-	ns := newNetServer(t, netOptions{})
+	const hold = time.Second
+	ns := newNetServer(t, netOptions{hold: hold})
 	ctx := t.Context()
 	hc := previewClient(t)
 	b := ns.create(t, nil)
 	serveInBox(t, b, `sh -c 'mkdir -p /tmp/www && cd /tmp/www && echo secret page > index.html && exec python3 -m http.server 8080 --bind 127.0.0.1'`, 8080)
+	basicOf := func(u *box.PublicURL) string {
+		return "Basic " + base64.StdEncoding.EncodeToString([]byte(u.Username+":"+u.Password))
+	}
 
 	bearer, err := b.GetPublicURL(ctx, 8080, &box.PublicURLParams{BearerToken: true})
 	if err != nil || bearer.Token == "" || bearer.Username != "" {
@@ -296,10 +304,16 @@ func TestPublicURLAuth(t *testing.T) {
 	if code, body := fetch(t, hc, bearer.URL+"/", "Bearer "+bearer.Token); code != 200 || body != "secret page\n" {
 		t.Errorf("bearer URL with its token = %d %q", code, body)
 	}
-	// Asking again with the same auth gives the same credentials.
+	// Asking again with the same auth replaces the token.
 	again, err := b.GetPublicURL(ctx, 8080, &box.PublicURLParams{BearerToken: true})
-	if err != nil || *again != *bearer {
-		t.Errorf("second GetPublicURL = %+v, %v; want %+v", again, err, *bearer)
+	if err != nil || again.Token == "" || again.Token == bearer.Token || again.URL != bearer.URL {
+		t.Fatalf("second GetPublicURL = %+v, %v; want a new token for %s", again, err, bearer.URL)
+	}
+	if code, _ := fetch(t, hc, bearer.URL+"/", "Bearer "+bearer.Token); code != 401 {
+		t.Errorf("the replaced token = %d, want 401", code)
+	}
+	if code, _ := fetch(t, hc, bearer.URL+"/", "Bearer "+again.Token); code != 200 {
+		t.Errorf("the new token = %d, want 200", code)
 	}
 
 	// Switching to basic auth replaces the credentials.
@@ -307,7 +321,7 @@ func TestPublicURLAuth(t *testing.T) {
 	if err != nil || basic.Username == "" || basic.Password == "" || basic.Token != "" || basic.URL != bearer.URL {
 		t.Fatalf("basic public URL = %+v, %v", basic, err)
 	}
-	if code, _ := fetch(t, hc, basic.URL+"/", "Bearer "+bearer.Token); code != 401 {
+	if code, _ := fetch(t, hc, basic.URL+"/", "Bearer "+again.Token); code != 401 {
 		t.Errorf("old token after switching to basic auth = %d, want 401", code)
 	}
 	for _, up := range []string{"", basic.Username + ":wrong", "other:" + basic.Password} {
@@ -325,13 +339,119 @@ func TestPublicURLAuth(t *testing.T) {
 		t.Errorf("basic URL with its credentials = %d %q", code, body)
 	}
 
-	// A port that nothing listens on is a 502 that says so.
+	// Both kinds at once: either passes, and the list says which kinds
+	// the URL has, without the credentials.
+	both, err := b.GetPublicURL(ctx, 8080, &box.PublicURLParams{BearerToken: true, BasicAuth: true})
+	if err != nil || both.Token == "" || both.Username == "" || both.Password == "" || both.Password == basic.Password {
+		t.Fatalf("public URL with both auths = %+v, %v", both, err)
+	}
+	for _, auth := range []string{"Bearer " + both.Token, basicOf(both)} {
+		if code, body := fetch(t, hc, both.URL+"/", auth); code != 200 || body != "secret page\n" {
+			t.Errorf("URL with both auths, %.6s… = %d %q", auth, code, body)
+		}
+	}
+	for _, auth := range []string{"", basicOf(basic), "Bearer " + again.Token} {
+		if code, _ := fetch(t, hc, both.URL+"/", auth); code != 401 {
+			t.Errorf("URL with both auths, old or no credentials %.6s… = %d, want 401", auth, code)
+		}
+	}
+	list, err := b.ListPublicURLs(ctx)
+	if err != nil || len(list) != 1 || !list[0].BearerToken || !list[0].BasicAuth || list[0].ID != b.ID()+"-8080" || list[0].URL != both.URL {
+		t.Errorf("ListPublicURLs = %+v, %v; want the URL of 8080 with both kinds of auth", list, err)
+	}
+
+	// A port that nothing listens on is held for the hold, then 503.
 	idle, err := b.GetPublicURL(ctx, 9999, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, body := fetch(t, hc, idle.URL+"/", ""); code != 502 || !strings.Contains(body, "nothing is listening on port 9999") {
-		t.Errorf("public URL of an idle port = %d %q, want 502", code, body)
+	start := time.Now()
+	req, _ := http.NewRequestWithContext(ctx, "GET", idle.URL+"/", nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if d := time.Since(start); resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "5" || !strings.Contains(string(body), "nothing listened on port 9999") || d < hold {
+		t.Errorf("public URL of an idle port = %d (Retry-After %q) %q after %s, want 503 after %s", resp.StatusCode, resp.Header.Get("Retry-After"), body, d, hold)
+	}
+}
+
+// TestPublicURLWakesBox: GetPublicURL resumes a paused box, and a request
+// to a paused box's public URL wakes it and waits for the port to listen.
+func TestPublicURLWakesBox(t *testing.T) {
+	t.Parallel()
+	ns := newNetServer(t, netOptions{})
+	ctx := t.Context()
+	hc := previewClient(t)
+	b := ns.create(t, nil)
+	serveInBox(t, b, `sh -c 'mkdir -p /tmp/www && cd /tmp/www && echo first > index.html && exec python3 -m http.server 3000 --bind 127.0.0.1'`, 3000)
+	// A second server that listens only once /tmp/go exists.
+	sh(t, b, `mkdir -p /tmp/www2 && echo second > /tmp/www2/index.html
+nohup sh -c 'while [ ! -e /tmp/go ]; do sleep 0.05; done; exec python3 -m http.server 3001 --bind 127.0.0.1 -d /tmp/www2' >/dev/null 2>&1 &`)
+	status := func() box.Status {
+		t.Helper()
+		st, err := b.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+
+	if err := b.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	u, err := b.GetPublicURL(ctx, 3000, &box.PublicURLParams{BearerToken: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := status(); st == box.StatusPaused {
+		t.Fatalf("status after GetPublicURL on a paused box = %s", st)
+	}
+	if code, body := fetch(t, hc, u.URL+"/", "Bearer "+u.Token); code != 200 || body != "first\n" {
+		t.Errorf("after GetPublicURL resumed the box: %d %q", code, body)
+	}
+
+	second, err := b.GetPublicURL(ctx, 3001, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		code int
+		body string
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, "GET", second.URL+"/", nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			done <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		done <- answer{resp.StatusCode, string(b), err}
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for status() == box.StatusPaused {
+		if time.Now().After(deadline) {
+			t.Fatal("the request did not wake the paused box")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case a := <-done:
+		t.Fatalf("the request was answered while nothing listened: %+v", a)
+	case <-time.After(500 * time.Millisecond):
+	}
+	sh(t, b, "touch /tmp/go")
+	if a := <-done; a.err != nil || a.code != 200 || a.body != "second\n" {
+		t.Errorf("the held request = %+v, want 200 %q", a, "second\n")
 	}
 }
 

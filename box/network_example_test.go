@@ -22,10 +22,11 @@ func ExampleBox_GetPublicURL() {
 	}
 	defer b.Delete(ctx)
 
-	// A web server in the box, on the box's own loopback.
+	// A web server in the box, on the box's own loopback. It may not
+	// listen yet when the request below arrives: a public URL request
+	// waits up to 30 seconds for its port.
 	_, err = b.Exec.Command(ctx, `mkdir -p /tmp/site && echo hello from the box > /tmp/site/index.html
-(cd /tmp/site && nohup python3 -m http.server 3000 --bind 127.0.0.1 >/dev/null 2>&1 &)
-for i in $(seq 50); do curl -s --noproxy '*' -o /dev/null http://127.0.0.1:3000/ && break; sleep 0.1; done`)
+(cd /tmp/site && nohup python3 -m http.server 3000 --bind 127.0.0.1 >/dev/null 2>&1 &)`)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -53,6 +54,38 @@ for i in $(seq 50); do curl -s --noproxy '*' -o /dev/null http://127.0.0.1:3000/
 	body, _ := io.ReadAll(resp.Body)
 	fmt.Print(string(body))
 	// Output: hello from the box
+}
+
+func ExampleBox_ListPublicURLs() {
+	client, done := exampleClient()
+	defer done()
+	ctx := context.Background()
+
+	b, err := client.Create(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Delete(ctx)
+
+	// Either credential passes a URL that has both.
+	if _, err := b.GetPublicURL(ctx, 3000, &box.PublicURLParams{BearerToken: true, BasicAuth: true}); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := b.GetPublicURL(ctx, 8080, nil); err != nil {
+		log.Fatal(err)
+	}
+	// The list tells which kinds of auth each URL has, never the
+	// credentials: GetPublicURL returned them, once.
+	urls, err := b.ListPublicURLs(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, u := range urls {
+		fmt.Println(u.ID == fmt.Sprintf("%s-%d", b.ID(), u.Port), u.Port, u.BearerToken, u.BasicAuth)
+	}
+	// Output:
+	// true 3000 true true
+	// true 8080 false false
 }
 
 func ExampleBox_UpdateNetworkPolicy() {

@@ -2,6 +2,7 @@ package box
 
 import (
 	"context"
+	"time"
 
 	"github.com/upstash/box-go/gen"
 )
@@ -9,21 +10,38 @@ import (
 // PublicURL is a port of a box exposed on a URL that needs no API key:
 // https://{box-id}-{port}.preview.box.upstash.com in the cloud, and
 // http://{box-id}-{port}.preview.localhost:{port of boxd} on boxd.
-// WebSockets work through it too.
+// WebSockets work through it too. GetPublicURL returns it with its
+// credentials, the only time they are told; ListPublicURLs reports a
+// PublicURLInfo instead.
 type PublicURL struct {
 	URL  string
 	Port int
 	// Token is set when the URL was created with BearerToken: requests
-	// must send `Authorization: Bearer <Token>`.
+	// may send `Authorization: Bearer <Token>`.
 	Token string
 	// Username and Password are set when the URL was created with
-	// BasicAuth: requests must send them as HTTP basic auth.
+	// BasicAuth: requests may send them as HTTP basic auth.
 	Username string
 	Password string
 }
 
-// PublicURLParams protects a public URL. Set at most one of the two; with
-// neither, anyone who knows the URL reaches the port.
+// PublicURLInfo is a public URL as ListPublicURLs reports it: which kinds
+// of auth it has, never its credentials (GetPublicURL returns those, once).
+type PublicURLInfo struct {
+	// ID is "{box-id}-{port}".
+	ID        string
+	Port      int
+	URL       string
+	CreatedAt time.Time
+	// BasicAuth reports whether the URL has basic-auth credentials.
+	BasicAuth bool
+	// BearerToken reports whether the URL has a bearer token.
+	BearerToken bool
+}
+
+// PublicURLParams protects a public URL. With neither field set, anyone
+// who knows the URL reaches the port; with both, a request passes with
+// either credential.
 type PublicURLParams struct {
 	// BearerToken makes the server generate a token (PublicURL.Token).
 	BearerToken bool
@@ -31,9 +49,12 @@ type PublicURLParams struct {
 	BasicAuth bool
 }
 
-// ErrAuthConflict is returned, before any request, when PublicURLParams
-// asks for both kinds of auth. (boxd refuses the combination too.) Like
-// every error of a call's arguments it matches ErrInvalid too.
+// ErrAuthConflict was returned when PublicURLParams asked for both kinds
+// of auth.
+//
+// Deprecated: both kinds may be set, as on the cloud and on boxd, and no
+// call returns this error any more. It is kept so that code that checks
+// for it still compiles.
 var ErrAuthConflict = invalidSentinel("box: a public URL takes BearerToken or BasicAuth, not both")
 
 func checkPort(port int) error {
@@ -47,15 +68,18 @@ func publicURLFrom(u *gen.PublicURL) PublicURL {
 	return PublicURL{URL: u.URL, Port: u.Port, Token: deref(u.Token), Username: deref(u.Username), Password: deref(u.Password)}
 }
 
+func publicURLInfoFrom(u *gen.PublicURLListItem) PublicURLInfo {
+	return PublicURLInfo{ID: u.ID, Port: u.Port, URL: u.URL, CreatedAt: unixTime(u.CreatedAt), BasicAuth: u.BasicAuth, BearerToken: u.BearerToken}
+}
+
 // GetPublicURL exposes port on a public URL (POST /v2/box/{id}/preview)
 // and returns it, with its credentials when params asks for auth. The
-// port is checked (1–65535) before any request.
+// port is checked (1–65535) before any request. A paused box is resumed.
 //
-// On boxd, asking again for a port that has a URL with the same kind of
-// auth returns the same URL and credentials, and asking with another kind
-// replaces the credentials; the call is retried like an idempotent one,
-// since a repeat can at most replace credentials that were never
-// returned.
+// Asking again for a port that has a URL replaces its credentials: the
+// old ones stop working (on boxd at once, open connections included). The
+// call is retried like an idempotent one, since a repeat can at most
+// replace credentials that were never returned.
 func (b *Box) GetPublicURL(ctx context.Context, port int, params *PublicURLParams, opts ...Option) (*PublicURL, error) {
 	ctx = withCallOptions(ctx, opts)
 	if err := checkPort(port); err != nil {
@@ -63,9 +87,6 @@ func (b *Box) GetPublicURL(ctx context.Context, port int, params *PublicURLParam
 	}
 	body := gen.PreviewRequest{Port: port}
 	if params != nil {
-		if params.BearerToken && params.BasicAuth {
-			return nil, ErrAuthConflict
-		}
 		if params.BearerToken {
 			body.BearerToken = ptr(true)
 		}
@@ -81,16 +102,17 @@ func (b *Box) GetPublicURL(ctx context.Context, port int, params *PublicURLParam
 	return &out, nil
 }
 
-// ListPublicURLs returns the box's public URLs, with their credentials.
-func (b *Box) ListPublicURLs(ctx context.Context, opts ...Option) ([]PublicURL, error) {
+// ListPublicURLs returns the box's public URLs (GET /v2/box/{id}/preview),
+// with the kinds of auth each has but not their credentials.
+func (b *Box) ListPublicURLs(ctx context.Context, opts ...Option) ([]PublicURLInfo, error) {
 	ctx = withCallOptions(ctx, opts)
 	r, err := call[gen.PreviewsResponse](b.c.api.ListPreviews(ctx, b.id))
 	if err != nil {
 		return nil, err
 	}
-	out := make([]PublicURL, len(r.Previews))
+	out := make([]PublicURLInfo, len(r.Previews))
 	for i := range r.Previews {
-		out[i] = publicURLFrom(&r.Previews[i])
+		out[i] = publicURLInfoFrom(&r.Previews[i])
 	}
 	return out, nil
 }

@@ -1445,20 +1445,20 @@ type NetworkPolicyMode string
 
 // PreviewRequest defines model for PreviewRequest.
 type PreviewRequest struct {
-	// BasicAuth Protect the URL with basic auth.
+	// BasicAuth Protect the URL with basic auth. May be set with `bearer_token`.
 	BasicAuth *bool `json:"basic_auth,omitempty"`
 
-	// BearerToken Protect the URL with a bearer token.
+	// BearerToken Protect the URL with a bearer token. May be set with `basic_auth`.
 	BearerToken *bool `json:"bearer_token,omitempty"`
 	Port        int   `json:"port"`
 }
 
 // PreviewsResponse defines model for PreviewsResponse.
 type PreviewsResponse struct {
-	Previews []PublicURL `json:"previews"`
+	Previews []PublicURLListItem `json:"previews"`
 }
 
-// PublicURL defines model for PublicURL.
+// PublicURL A public URL as created, with the credentials asked for.
 type PublicURL struct {
 	// Password With `basic_auth`.
 	Password *string `json:"password,omitempty"`
@@ -1470,6 +1470,23 @@ type PublicURL struct {
 
 	// Username With `basic_auth`.
 	Username *string `json:"username,omitempty"`
+}
+
+// PublicURLListItem A public URL as listed. It carries no credentials, only which kinds are set.
+type PublicURLListItem struct {
+	// BasicAuth Whether requests may pass with the URL's basic-auth credentials.
+	BasicAuth bool `json:"basic_auth"`
+
+	// BearerToken Whether requests may pass with the URL's bearer token.
+	BearerToken bool `json:"bearer_token"`
+
+	// CreatedAt Unix seconds.
+	CreatedAt int64 `json:"created_at"`
+
+	// ID `{box-id}-{port}`.
+	ID   string `json:"id"`
+	Port int    `json:"port"`
+	URL  string `json:"url"`
 }
 
 // PullRequest defines model for PullRequest.
@@ -2964,10 +2981,18 @@ type ClientInterface interface {
 
 	// ListPreviews List a box's public URLs
 	//
+	// Lists the box's public URLs with which kinds of auth each has, but never their
+	// credentials (see `PublicURLListItem`). The 0.5.5 SDK reads `port` and `url` alone.
+	//
 	// Corresponds with GET /v2/box/{id}/preview (the `ListPreviews` operationId).
 	ListPreviews(ctx context.Context, id BoxID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreatePreviewWithBody Expose a port on a public URL
+	//
+	// Exposes `port` on a public URL and returns its credentials, the only time they are
+	// returned. `bearer_token` and `basic_auth` may both be set; a request to the URL then
+	// passes with either credential. Asking again for a port that has a URL replaces its
+	// credentials: the old ones stop working at once. A paused box is resumed.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2975,6 +3000,11 @@ type ClientInterface interface {
 	CreatePreviewWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreatePreview Expose a port on a public URL
+	//
+	// Exposes `port` on a public URL and returns its credentials, the only time they are
+	// returned. `bearer_token` and `basic_auth` may both be set; a request to the URL then
+	// passes with either credential. Asking again for a port that has a URL replaces its
+	// credentials: the old ones stop working at once. A paused box is resumed.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4988,6 +5018,9 @@ func (c *Client) PauseBox(ctx context.Context, id BoxID, reqEditors ...RequestEd
 
 // ListPreviews List a box's public URLs
 //
+// Lists the box's public URLs with which kinds of auth each has, but never their
+// credentials (see `PublicURLListItem`). The 0.5.5 SDK reads `port` and `url` alone.
+//
 // Corresponds with GET /v2/box/{id}/preview (the `ListPreviews` operationId).
 func (c *Client) ListPreviews(ctx context.Context, id BoxID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListPreviewsRequest(c.Server, id)
@@ -5002,6 +5035,11 @@ func (c *Client) ListPreviews(ctx context.Context, id BoxID, reqEditors ...Reque
 }
 
 // CreatePreviewWithBody Expose a port on a public URL
+//
+// Exposes `port` on a public URL and returns its credentials, the only time they are
+// returned. `bearer_token` and `basic_auth` may both be set; a request to the URL then
+// passes with either credential. Asking again for a port that has a URL replaces its
+// credentials: the old ones stop working at once. A paused box is resumed.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5019,6 +5057,11 @@ func (c *Client) CreatePreviewWithBody(ctx context.Context, id BoxID, contentTyp
 }
 
 // CreatePreview Expose a port on a public URL
+//
+// Exposes `port` on a public URL and returns its credentials, the only time they are
+// returned. `bearer_token` and `basic_auth` may both be set; a request to the URL then
+// passes with either credential. Asking again for a port that has a URL replaces its
+// credentials: the old ones stop working at once. A paused box is resumed.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -10321,6 +10364,9 @@ type ClientWithResponsesInterface interface {
 
 	// ListPreviewsWithResponse List a box's public URLs
 	//
+	// Lists the box's public URLs with which kinds of auth each has, but never their
+	// credentials (see `PublicURLListItem`). The 0.5.5 SDK reads `port` and `url` alone.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v2/box/{id}/preview (the `ListPreviews` operationId).
@@ -10328,12 +10374,22 @@ type ClientWithResponsesInterface interface {
 
 	// CreatePreviewWithBodyWithResponse Expose a port on a public URL
 	//
+	// Exposes `port` on a public URL and returns its credentials, the only time they are
+	// returned. `bearer_token` and `basic_auth` may both be set; a request to the URL then
+	// passes with either credential. Asking again for a port that has a URL replaces its
+	// credentials: the old ones stop working at once. A paused box is resumed.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v2/box/{id}/preview (the `CreatePreview` operationId).
 	CreatePreviewWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePreviewHTTPResponse, error)
 
 	// CreatePreviewWithResponse Expose a port on a public URL
+	//
+	// Exposes `port` on a public URL and returns its credentials, the only time they are
+	// returned. `bearer_token` and `basic_auth` may both be set; a request to the URL then
+	// passes with either credential. Asking again for a port that has a URL replaces its
+	// credentials: the old ones stop working at once. A paused box is resumed.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -18449,6 +18505,9 @@ func (c *ClientWithResponses) PauseBoxWithResponse(ctx context.Context, id BoxID
 
 // ListPreviewsWithResponse List a box's public URLs
 //
+// Lists the box's public URLs with which kinds of auth each has, but never their
+// credentials (see `PublicURLListItem`). The 0.5.5 SDK reads `port` and `url` alone.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v2/box/{id}/preview (the `ListPreviews` operationId).
@@ -18462,6 +18521,11 @@ func (c *ClientWithResponses) ListPreviewsWithResponse(ctx context.Context, id B
 
 // CreatePreviewWithBodyWithResponse Expose a port on a public URL
 //
+// Exposes `port` on a public URL and returns its credentials, the only time they are
+// returned. `bearer_token` and `basic_auth` may both be set; a request to the URL then
+// passes with either credential. Asking again for a port that has a URL replaces its
+// credentials: the old ones stop working at once. A paused box is resumed.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v2/box/{id}/preview (the `CreatePreview` operationId).
@@ -18474,6 +18538,11 @@ func (c *ClientWithResponses) CreatePreviewWithBodyWithResponse(ctx context.Cont
 }
 
 // CreatePreviewWithResponse Expose a port on a public URL
+//
+// Exposes `port` on a public URL and returns its credentials, the only time they are
+// returned. `bearer_token` and `basic_auth` may both be set; a request to the URL then
+// passes with either credential. Asking again for a port that has a URL replaces its
+// credentials: the old ones stop working at once. A paused box is resumed.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

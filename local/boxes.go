@@ -100,7 +100,7 @@ func (m *boxes) warm(b *store.Box) {
 	m.bg.Add(1)
 	go func() {
 		defer m.bg.Done()
-		if _, err := m.ensureRunning(context.Background(), b); err != nil && !errors.Is(err, errBoxNotFound) && !errors.Is(err, errClosing) {
+		if _, err := m.ensure(context.Background(), b, true); err != nil && !errors.Is(err, errBoxNotFound) && !errors.Is(err, errClosing) && !errors.Is(err, errPausedCold) {
 			m.srv.log.Warn("box did not start", "box", b.ID, "err", err)
 		}
 	}()
@@ -274,6 +274,19 @@ func validHostname(s string) bool {
 // ensureRunning starts the box's sandbox if it is not running and waits
 // until its agent is ready. A paused box is resumed.
 func (m *boxes) ensureRunning(ctx context.Context, b *store.Box) (*runtime, error) {
+	return m.ensure(ctx, b, false)
+}
+
+// errPausedCold is warm's answer for a box that was paused before its
+// first start began.
+var errPausedCold = errors.New("box paused before it started")
+
+// ensure is ensureRunning; with warm, it only starts a box that has no
+// sandbox yet and is not recorded paused. That check and the start's
+// beginning are made under r.mu, where pause records its status too, so
+// a pause either comes first and the box is not started, or finds the
+// start under way and freezes what it starts.
+func (m *boxes) ensure(ctx context.Context, b *store.Box, warm bool) (*runtime, error) {
 	r, err := m.runtime(b.ID)
 	if err != nil {
 		return nil, err
@@ -302,7 +315,7 @@ func (m *boxes) ensureRunning(ctx context.Context, b *store.Box) (*runtime, erro
 			default:
 				sb := r.sb
 				r.mu.Unlock()
-				if sb.Paused() {
+				if sb.Paused() && !warm {
 					if err := m.resume(ctx, b.ID); err != nil {
 						return nil, err
 					}
@@ -326,6 +339,15 @@ func (m *boxes) ensureRunning(ctx context.Context, b *store.Box) (*runtime, erro
 		if closing {
 			r.mu.Unlock()
 			return nil, errClosing
+		}
+		if warm {
+			if cur, err := m.srv.db.Box(b.ID); err != nil || cur.Status == "paused" {
+				r.mu.Unlock()
+				if err != nil {
+					return nil, notFoundAsBox(err)
+				}
+				return nil, errPausedCold
+			}
 		}
 		ch := make(chan struct{})
 		r.starting = ch
@@ -357,14 +379,22 @@ func (m *boxes) ensureRunning(ctx context.Context, b *store.Box) (*runtime, erro
 			return nil, err
 		}
 		r.sb = sb
+		// The sandbox runs: a record that says paused (the box was paused
+		// before this start, or while it began) is wrong now. It is read
+		// again, b may be older than that pause, and mended before a
+		// pause waiting for r.mu can freeze the sandbox and record that.
+		cur, err := m.srv.db.Box(b.ID)
+		if err == nil && cur.Status == "paused" {
+			err = m.srv.setStatus(b.ID, "idle")
+		}
 		r.mu.Unlock()
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, errBoxNotFound
+		} else if err != nil {
+			return nil, err
+		}
 		m.srv.logf(b.ID, "info", "system", "box started")
 		m.srv.inits.started(b.ID, sb)
-		if b.Status == "paused" {
-			if err := m.srv.setStatus(b.ID, "idle"); err != nil {
-				return nil, err
-			}
-		}
 		return r, nil
 	}
 }
@@ -458,8 +488,22 @@ func (m *boxes) pause(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if err := r.lockUnheld(ctx); err != nil {
-		return err
+	for {
+		if err := r.lockUnheld(ctx); err != nil {
+			return err
+		}
+		if r.starting == nil {
+			break
+		}
+		// A start under way is waited for, and what it started frozen:
+		// marking the box paused alone would leave its sandbox running.
+		ch := r.starting
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	if r.deleted.Load() {
 		r.mu.Unlock()
@@ -471,9 +515,14 @@ func (m *boxes) pause(ctx context.Context, id string) error {
 			return fmt.Errorf("pause: %w", err)
 		}
 	}
+	// Recorded under r.mu, so that a start that follows sees it.
+	err = m.srv.setStatus(id, "paused")
 	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	m.srv.logf(id, "info", "system", "box paused")
-	return m.srv.setStatus(id, "paused")
+	return nil
 }
 
 // resume thaws a paused box. A box whose processes are gone (boxd

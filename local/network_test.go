@@ -10,8 +10,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/upstash/box-go/box"
 	"github.com/upstash/box-go/boxtest"
@@ -58,6 +60,9 @@ type publicURL struct {
 	Password string `json:"password,omitempty"`
 }
 
+// shortHold makes a public URL request wait 300 ms for its port, not 30 s.
+var shortHold = boxtest.WithConfig(func(c *local.Config) { c.PublicURLHold = 300 * time.Millisecond })
+
 // TestPreviewAPI checks the public URL endpoints on the wire, the routing
 // by Host, and that public URLs survive a restart of boxd.
 func TestPreviewAPI(t *testing.T) {
@@ -66,7 +71,7 @@ func TestPreviewAPI(t *testing.T) {
 	var id string
 	var created []publicURL
 	t.Run("first", func(t *testing.T) {
-		srv := boxtest.NewServer(t, boxtest.WithDataDir(dir))
+		srv := boxtest.NewServer(t, boxtest.WithDataDir(dir), shortHold)
 		c := rawFor(t, srv)
 		id = newBox(t, srv, nil).ID()
 		base := "/v2/box/" + id + "/preview"
@@ -77,7 +82,6 @@ func TestPreviewAPI(t *testing.T) {
 		wantError(t, "no port", c.do("POST", base, `{}`, nil), 400, "port")
 		wantError(t, "port too high", c.do("POST", base, `{"port": 70000}`, nil), 400, "65535")
 		wantError(t, "proxy port", c.do("POST", base, `{"port": 3128}`, nil), 400, "egress proxy")
-		wantError(t, "both auths", c.do("POST", base, `{"port": 3000, "bearer_token": true, "basic_auth": true}`, nil), 400, "cannot both")
 		wantError(t, "unknown box", c.do("POST", "/v2/box/box-nope/preview", `{"port": 3000}`, nil), 404, "box not found")
 		wantError(t, "delete unknown port", c.do("DELETE", base+"/5000", nil, nil), 404, "5000")
 		wantError(t, "delete bad port", c.do("DELETE", base+"/abc", nil, nil), 400)
@@ -106,8 +110,8 @@ func TestPreviewAPI(t *testing.T) {
 		// Host alone.
 		h := func(p int) string { return fmt.Sprintf("%s-%d.preview.localhost:%s", id, p, port(t, srv.URL())) }
 		wantError(t, "bearer without token", hostRequest(t, srv.URL(), h(3000), ""), 401, "unauthorized")
-		wantError(t, "bearer, nothing listening", hostRequest(t, srv.URL(), h(3000), "Bearer "+created[0].Token), 502, "nothing is listening on port 3000")
-		wantError(t, "open, nothing listening", hostRequest(t, srv.URL(), strings.ToUpper(h(9000)), ""), 502, "port 9000")
+		wantError(t, "bearer, nothing listening", hostRequest(t, srv.URL(), h(3000), "Bearer "+created[0].Token), 503, "nothing listened on port 3000")
+		wantError(t, "open, nothing listening", hostRequest(t, srv.URL(), strings.ToUpper(h(9000)), ""), 503, "port 9000")
 		wantError(t, "port without a URL", hostRequest(t, srv.URL(), h(4000), ""), 404, "no public URL for port 4000")
 		wantError(t, "unknown box", hostRequest(t, srv.URL(), "box-nope-3000.preview.localhost", ""), 404, "no public URL")
 		// Anything else is an API request, which needs the key.
@@ -118,22 +122,27 @@ func TestPreviewAPI(t *testing.T) {
 
 	// After a restart the URLs are there, with the same credentials, on
 	// the new port.
-	srv := boxtest.NewServer(t, boxtest.WithDataDir(dir))
+	srv := boxtest.NewServer(t, boxtest.WithDataDir(dir), shortHold)
 	c := rawFor(t, srv)
 	r := c.do("GET", "/v2/box/"+id+"/preview", nil, nil)
 	wantOK(t, "list after restart", r)
-	var got struct{ Previews []publicURL }
+	var got struct{ Previews []publicURLItem }
 	if err := json.Unmarshal(r.body, &got); err != nil {
 		t.Fatal(err)
 	}
-	for i := range created {
-		created[i].URL = strings.Replace(created[i].URL, port(t, created[i].URL), port(t, srv.URL()), 1)
+	var want []publicURLItem
+	for _, u := range created {
+		want = append(want, publicURLItem{
+			ID: fmt.Sprintf("%s-%d", id, u.Port), Port: u.Port,
+			URL:         strings.Replace(u.URL, port(t, u.URL), port(t, srv.URL()), 1),
+			BearerToken: u.Token != "", BasicAuth: u.Username != "",
+		})
 	}
-	if diff := cmp.Diff(created, got.Previews); diff != "" {
+	if diff := cmp.Diff(want, got.Previews, cmpopts.IgnoreFields(publicURLItem{}, "CreatedAt")); diff != "" {
 		t.Errorf("public URLs after restart (-want +got):\n%s", diff)
 	}
 	host := fmt.Sprintf("%s-3000.preview.localhost", id)
-	wantError(t, "after restart, with token", hostRequest(t, srv.URL(), host, "Bearer "+created[0].Token), 502, "nothing is listening")
+	wantError(t, "after restart, with token", hostRequest(t, srv.URL(), host, "Bearer "+created[0].Token), 503, "nothing listened")
 	wantError(t, "after restart, without token", hostRequest(t, srv.URL(), host, ""), 401)
 
 	// Deleting the box deletes its public URLs.
@@ -191,7 +200,7 @@ func TestPublicURLBase(t *testing.T) {
 		t.Errorf("New with a bad PublicURLBase = %v", err)
 	}
 	key := "box_test_" + randHex(8)
-	srv, err := local.New(local.Config{DataDir: t.TempDir(), APIKey: key, Isolation: isolation(t), PublicURLBase: "https://Preview.Example.test:8443"})
+	srv, err := local.New(local.Config{DataDir: t.TempDir(), APIKey: key, Isolation: isolation(t), PublicURLBase: "https://Preview.Example.test:8443", PublicURLHold: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +221,7 @@ func TestPublicURLBase(t *testing.T) {
 	if err != nil || u.URL != "https://"+b.ID()+"-3000.preview.example.test:8443" {
 		t.Errorf("GetPublicURL = %+v, %v", u, err)
 	}
-	wantError(t, "routed by the configured domain", hostRequest(t, ts.URL, b.ID()+"-3000.preview.example.test:8443", ""), 502, "nothing is listening")
+	wantError(t, "routed by the configured domain", hostRequest(t, ts.URL, b.ID()+"-3000.preview.example.test:8443", ""), 503, "nothing listened")
 	wantError(t, "the default domain is not", hostRequest(t, ts.URL, b.ID()+"-3000.preview.localhost", ""), 401, "unauthorized")
 }
 

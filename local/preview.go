@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"html"
 	"log"
 	"log/slog"
 	"net"
@@ -148,6 +149,19 @@ func (pv *previews) url(ctx context.Context, id string, port int) string {
 	return "http://" + host
 }
 
+// listItem is a public URL as listed: which kinds of auth it has, never
+// their credentials.
+func (pv *previews) listItem(ctx context.Context, p *store.Preview) gen.PublicURLListItem {
+	return gen.PublicURLListItem{
+		ID:          fmt.Sprintf("%s-%d", p.BoxID, p.Port),
+		Port:        p.Port,
+		URL:         pv.url(ctx, p.BoxID, p.Port),
+		CreatedAt:   p.CreatedAt,
+		BearerToken: p.Token != "",
+		BasicAuth:   p.Username != "",
+	}
+}
+
 func (pv *previews) publicURL(ctx context.Context, p *store.Preview) gen.PublicURL {
 	u := gen.PublicURL{URL: pv.url(ctx, p.BoxID, p.Port), Port: p.Port}
 	if p.Token != "" {
@@ -165,11 +179,11 @@ func secret() string {
 	return hex.EncodeToString(b[:])
 }
 
-// CreatePreview exposes a port. Asking again for a port that already has
-// a URL with the same kind of auth returns that URL unchanged, so that the
-// call can be retried; asking with another kind replaces the credentials
-// (the old ones stop working at once). bearer_token and basic_auth cannot
-// both be set.
+// CreatePreview exposes a port and returns the URL's new credentials.
+// Asking again for a port that already has a URL replaces its credentials,
+// as the cloud does: the old ones stop working at once, and the
+// connections they opened are closed. bearer_token and basic_auth may both
+// be set; either credential then passes. A paused box is resumed.
 func (c *controlPlane) CreatePreview(ctx context.Context, req gen.CreatePreviewRequestObject) (gen.CreatePreviewResponseObject, error) {
 	if req.Body == nil {
 		return nil, errorf(http.StatusBadRequest, "request body is required")
@@ -181,35 +195,37 @@ func (c *controlPlane) CreatePreview(ctx context.Context, req gen.CreatePreviewR
 	if port == proxyPort {
 		return nil, errorf(http.StatusBadRequest, "port %d is the box's egress proxy and cannot be exposed", port)
 	}
-	if bearer && basic {
-		return nil, errorf(http.StatusBadRequest, "bearer_token and basic_auth cannot both be set: choose one")
-	}
 	b, err := c.box(req.ID)
 	if err != nil {
 		return nil, err
 	}
+	if b.Status == "paused" {
+		if _, err := c.s.boxes.ensureRunning(ctx, b); err != nil {
+			return nil, err
+		}
+	}
 	pv := c.s.net.previews
-	old, err := c.s.db.Preview(b.ID, port)
-	switch {
-	case err == nil && (old.Token != "") == bearer && (old.Username != "") == basic:
-		return gen.CreatePreview200JSONResponse(pv.publicURL(ctx, old)), nil
-	case err != nil && !errors.Is(err, store.ErrNotFound):
+	_, err = c.s.db.Preview(b.ID, port)
+	replaced := err == nil
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
 	p := &store.Preview{BoxID: b.ID, Port: port, CreatedAt: time.Now().Unix()}
-	switch {
-	case bearer:
+	if bearer {
 		p.Token = secret()
-	case basic:
+	}
+	if basic {
 		p.Username, p.Password = previewUser, secret()
 	}
 	if err := c.s.db.PutPreview(p); err != nil {
 		return nil, err
 	}
-	if old != nil {
+	if replaced {
 		pv.closePort(b.ID, port)
+		c.s.logf(b.ID, "info", "system", fmt.Sprintf("public URL of port %d made again, with new credentials", port))
+	} else {
+		c.s.logf(b.ID, "info", "system", fmt.Sprintf("port %d exposed on a public URL", port))
 	}
-	c.s.logf(b.ID, "info", "system", fmt.Sprintf("port %d exposed on a public URL", port))
 	return gen.CreatePreview200JSONResponse(pv.publicURL(ctx, p)), nil
 }
 
@@ -222,9 +238,9 @@ func (c *controlPlane) ListPreviews(ctx context.Context, req gen.ListPreviewsReq
 	if err != nil {
 		return nil, err
 	}
-	out := gen.ListPreviews200JSONResponse{Previews: make([]gen.PublicURL, 0, len(ps))}
+	out := gen.ListPreviews200JSONResponse{Previews: make([]gen.PublicURLListItem, 0, len(ps))}
 	for _, p := range ps {
-		out.Previews = append(out.Previews, c.s.net.previews.publicURL(ctx, p))
+		out.Previews = append(out.Previews, c.s.net.previews.listItem(ctx, p))
 	}
 	return out, nil
 }
@@ -247,28 +263,73 @@ func (c *controlPlane) DeletePreview(ctx context.Context, req gen.DeletePreviewR
 }
 
 // authorized checks a request against the preview's credentials, in
-// constant time.
+// constant time. A preview with both kinds passes with either.
 func authorized(p *store.Preview, r *http.Request) bool {
-	switch {
-	case p.Token != "":
-		h := r.Header.Get("Authorization")
-		if len(h) < 7 || !strings.EqualFold(h[:7], "Bearer ") {
-			return false
-		}
-		return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(h[7:])), []byte(p.Token)) == 1
-	case p.Username != "":
-		u, pw, ok := r.BasicAuth()
-		return ok && subtle.ConstantTimeCompare([]byte(u), []byte(p.Username))&subtle.ConstantTimeCompare([]byte(pw), []byte(p.Password)) == 1
+	if p.Token == "" && p.Username == "" {
+		return true
 	}
-	return true
+	if p.Token != "" {
+		h := r.Header.Get("Authorization")
+		if len(h) >= 7 && strings.EqualFold(h[:7], "Bearer ") &&
+			subtle.ConstantTimeCompare([]byte(strings.TrimSpace(h[7:])), []byte(p.Token)) == 1 {
+			return true
+		}
+	}
+	if p.Username != "" {
+		u, pw, ok := r.BasicAuth()
+		if ok && subtle.ConstantTimeCompare([]byte(u), []byte(p.Username))&subtle.ConstantTimeCompare([]byte(pw), []byte(p.Password)) == 1 {
+			return true
+		}
+	}
+	return false
 }
 
-var errPreviewGone = errors.New("public URL deleted")
+var (
+	errPreviewGone = errors.New("public URL deleted")
+	// errNotListening is a held request's dial that found nothing
+	// listening on the port until its hold ran out.
+	errNotListening = errors.New("nothing listens on the port")
+)
 
-// bridgeError is the agent's refusal to bridge (nothing listens on the
-// port, or the port cannot be exposed).
-// serve proxies one public URL request (or WebSocket) into the box.
+// DefaultPublicURLHold is how long a public URL request waits for its
+// port to listen when Config.PublicURLHold is zero.
+const DefaultPublicURLHold = 30 * time.Second
+
+// publicURLRetryAfter is the Retry-After, in seconds, of a public URL
+// request whose port did not listen within the hold.
+const publicURLRetryAfter = "5"
+
+// holdTime is the server's public URL hold; 0 means none.
+func (s *Server) holdTime() time.Duration {
+	switch d := s.cfg.PublicURLHold; {
+	case d < 0:
+		return 0
+	case d == 0:
+		return DefaultPublicURLHold
+	default:
+		return d
+	}
+}
+
+// hold is how long a public URL request may wait for its port to listen.
+// It travels in the request's context to the transport's dial, whose own
+// context outlives the request (net/http keeps dialing for the pool), so
+// it also carries the request's end.
+type hold struct {
+	until time.Time
+	done  <-chan struct{}
+}
+
+type holdKey struct{}
+
+// serve proxies one public URL request (or WebSocket) into the box. The
+// credentials are checked before anything else, so a request without
+// them never wakes a paused box. Then the box is started or resumed, and
+// the request is held until something listens on the port, for up to
+// Config.PublicURLHold from its arrival; after that it is answered 503
+// with Retry-After, as the cloud does.
 func (pv *previews) serve(w http.ResponseWriter, r *http.Request, id string, port int) {
+	arrived := time.Now()
 	p, err := pv.s.db.Preview(id, port)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
@@ -280,9 +341,10 @@ func (pv *previews) serve(w http.ResponseWriter, r *http.Request, id string, por
 	}
 	if !authorized(p, r) {
 		if p.Token != "" {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="box public URL"`)
-		} else {
-			w.Header().Set("WWW-Authenticate", `Basic realm="box public URL", charset="UTF-8"`)
+			w.Header().Add("WWW-Authenticate", `Bearer realm="box public URL"`)
+		}
+		if p.Username != "" {
+			w.Header().Add("WWW-Authenticate", `Basic realm="box public URL", charset="UTF-8"`)
 		}
 		writeError(w, http.StatusUnauthorized, "unauthorized")
 		return
@@ -306,6 +368,8 @@ func (pv *previews) serve(w http.ResponseWriter, r *http.Request, id string, por
 	// The Authorization header goes on to the app unless it is boxd's:
 	// the URL's own credential, or boxd's API key as a bearer token.
 	stripAuth := p.Token != "" || p.Username != "" || pv.s.carriesKey(r, true)
+	held := pv.s.holdTime()
+	r = r.WithContext(context.WithValue(r.Context(), holdKey{}, &hold{until: arrived.Add(held), done: r.Context().Done()}))
 	rp := &httputil.ReverseProxy{
 		Transport:  pv.transport,
 		BufferPool: &previewBufs,
@@ -328,6 +392,8 @@ func (pv *previews) serve(w http.ResponseWriter, r *http.Request, id string, por
 				writeError(w, http.StatusNotFound, fmt.Sprintf("no public URL for port %d of box %s", port, id))
 			case statusOf(err) == http.StatusNotFound:
 				writeError(w, http.StatusNotFound, "box not found") // deleted since it was found
+			case errors.Is(err, errNotListening):
+				unavailable(w, r, fmt.Sprintf("nothing listened on port %d of box %s within %s; try again", port, id, held))
 			case errors.As(err, &be):
 				writeError(w, http.StatusBadGateway, be.msg)
 			default:
@@ -336,6 +402,21 @@ func (pv *previews) serve(w http.ResponseWriter, r *http.Request, id string, por
 		},
 	}
 	rp.ServeHTTP(w, r)
+}
+
+// unavailable answers a request whose port did not listen in time: 503
+// with Retry-After, and for a browser a page that reloads itself then.
+func unavailable(w http.ResponseWriter, r *http.Request, msg string) {
+	w.Header().Set("Retry-After", publicURLRetryAfter)
+	w.Header().Set("Cache-Control", "no-store")
+	if !strings.Contains(r.Header.Get("Accept"), "text/html") {
+		writeError(w, http.StatusServiceUnavailable, msg)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	fmt.Fprintf(w, "<!doctype html>\n<html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"%s\"><title>Starting</title></head>\n<body><p>%s</p><p>This page reloads itself.</p></body></html>\n",
+		publicURLRetryAfter, html.EscapeString(msg))
 }
 
 // previewBufs are the copy buffers of public URL responses.
@@ -352,18 +433,47 @@ func (bp *bufPool) Get() []byte {
 
 func (bp *bufPool) Put(b []byte) { bp.p.Put(&b) }
 
-// dial opens a connection to port inside box id through its agent.
+// dial opens a connection to port inside box id through its agent. When
+// nothing listens on the port yet and the request holds (see serve), it
+// tries again, more slowly each time, until the port listens, the hold
+// runs out (errNotListening) or the request ends.
 func (pv *previews) dial(ctx context.Context, id string, port int) (net.Conn, error) {
-	// A public URL deleted since the request was routed must not open a
-	// new connection.
-	if _, err := pv.s.db.Preview(id, port); err != nil {
-		return nil, errPreviewGone
+	h, _ := ctx.Value(holdKey{}).(*hold)
+	wait := 20 * time.Millisecond
+	for {
+		// A public URL deleted since the request was routed must not
+		// open a new connection.
+		if _, err := pv.s.db.Preview(id, port); err != nil {
+			return nil, errPreviewGone
+		}
+		c, err := pv.s.dialBox(ctx, id, port)
+		if err == nil {
+			return pv.track(previewKey{id, port}, c)
+		}
+		// The agent answers 502 when nothing listens on the port.
+		var be *bridgeError
+		if !errors.As(err, &be) || be.status != http.StatusBadGateway {
+			return nil, err
+		}
+		if h == nil {
+			return nil, err
+		}
+		left := time.Until(h.until)
+		if left <= 0 {
+			return nil, errNotListening
+		}
+		t := time.NewTimer(min(wait, left))
+		select {
+		case <-t.C:
+		case <-h.done:
+			t.Stop()
+			return nil, context.Canceled
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+		wait = min(2*wait, 250*time.Millisecond)
 	}
-	c, err := pv.s.dialBox(ctx, id, port)
-	if err != nil {
-		return nil, err
-	}
-	return pv.track(previewKey{id, port}, c)
 }
 
 // previewConn is a bridged connection to a box's port.

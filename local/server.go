@@ -81,6 +81,13 @@ type Config struct {
 	// public URL. Empty means "http://preview.localhost:{port}", with the
 	// port that the API request creating or listing the URL came in on.
 	PublicURLBase string
+	// PublicURLHold is how long a request to a public URL may wait, from
+	// its arrival, for the box's port to listen: a paused box is woken by
+	// the request and its server may take a moment, and so may a server
+	// just started in a running box. After it, the request is answered
+	// 503 with Retry-After: 5. Zero means DefaultPublicURLHold (30
+	// seconds, as on the cloud), a negative value no wait.
+	PublicURLHold time.Duration
 	// EgressRootCAs is trusted, besides the system's roots, for the TLS
 	// connections boxd opens to add a box's attach_headers (tests use it
 	// for their own HTTPS servers).

@@ -54,13 +54,27 @@ type snapshotView struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// urlView is a public URL as the CLI prints it in JSON.
+// urlView is a public URL as the CLI prints it in JSON. The credentials
+// are there only when the command made the URL: the API tells them once.
 type urlView struct {
-	URL      string `json:"url"`
-	Port     int    `json:"port"`
-	Token    string `json:"token,omitempty"`
-	Username string `json:"username,omitempty"`
-	Password string `json:"password,omitempty"`
+	URL         string `json:"url"`
+	Port        int    `json:"port"`
+	BearerToken bool   `json:"bearer_token"`
+	BasicAuth   bool   `json:"basic_auth"`
+	Token       string `json:"token,omitempty"`
+	Username    string `json:"username,omitempty"`
+	Password    string `json:"password,omitempty"`
+}
+
+// urlInfoView is a listed public URL as the CLI prints it in JSON: the
+// API's list item, which has no credentials.
+type urlInfoView struct {
+	ID          string    `json:"id"`
+	Port        int       `json:"port"`
+	URL         string    `json:"url"`
+	CreatedAt   time.Time `json:"created_at"`
+	BasicAuth   bool      `json:"basic_auth"`
+	BearerToken bool      `json:"bearer_token"`
 }
 
 // logView is a log entry as the CLI prints it in JSON, one per line.
@@ -449,10 +463,18 @@ func (a *app) snapshotCmd() *cobra.Command {
 }
 
 func (a *app) urlCmd() *cobra.Command {
-	return &cobra.Command{
+	var bearer, basic bool
+	c := &cobra.Command{
 		Use:   "url <box-id> <port>",
 		Short: "Print the public URL of a port of a box, making it if needed",
-		Args:  exactArgs(2, "a box id and a port"),
+		Long: `Print the public URL of a port of a box, making it if needed.
+
+Without --bearer or --basic, a URL the port already has is printed as it is:
+its credentials were told when it was made and are not told again. With
+either flag, or when the port has no URL, a URL is made with those
+credentials, which are printed after it; making it again replaces the old
+credentials, which stop working. With both flags, either credential passes.`,
+		Args: exactArgs(2, "a box id and a port"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			port, err := strconv.Atoi(args[1])
 			if err != nil {
@@ -462,15 +484,77 @@ func (a *app) urlCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			u, err := b.GetPublicURL(cmd.Context(), port, nil)
+			if !bearer && !basic {
+				list, err := b.ListPublicURLs(cmd.Context())
+				if err != nil {
+					return err
+				}
+				for _, u := range list {
+					if u.Port == port {
+						if a.json {
+							return a.printJSON(urlView{URL: u.URL, Port: u.Port, BearerToken: u.BearerToken, BasicAuth: u.BasicAuth})
+						}
+						fmt.Fprintln(a.stdout, u.URL)
+						return nil
+					}
+				}
+			}
+			u, err := b.GetPublicURL(cmd.Context(), port, &box.PublicURLParams{BearerToken: bearer, BasicAuth: basic})
 			if err != nil {
 				return err
 			}
 			if a.json {
-				return a.printJSON(urlView{u.URL, u.Port, u.Token, u.Username, u.Password})
+				return a.printJSON(urlView{u.URL, u.Port, u.Token != "", u.Username != "", u.Token, u.Username, u.Password})
 			}
 			fmt.Fprintln(a.stdout, u.URL)
+			if u.Token != "" {
+				fmt.Fprintln(a.stdout, "token:", u.Token)
+			}
+			if u.Username != "" {
+				fmt.Fprintln(a.stdout, "username:", u.Username)
+				fmt.Fprintln(a.stdout, "password:", u.Password)
+			}
 			return nil
+		},
+	}
+	c.Flags().BoolVar(&bearer, "bearer", false, "protect the URL with a new bearer token")
+	c.Flags().BoolVar(&basic, "basic", false, "protect the URL with a new basic-auth user and password")
+	return c
+}
+
+func (a *app) urlsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "urls <box-id>",
+		Short: "List the public URLs of a box and the kinds of auth they have",
+		Args:  exactArgs(1, "a box id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := a.getBox(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			list, err := b.ListPublicURLs(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if a.json {
+				views := make([]urlInfoView, len(list))
+				for i, u := range list {
+					views[i] = urlInfoView{u.ID, u.Port, u.URL, u.CreatedAt, u.BasicAuth, u.BearerToken}
+				}
+				return a.printJSON(views)
+			}
+			rows := make([][]string, len(list))
+			for i, u := range list {
+				var auth []string
+				if u.BearerToken {
+					auth = append(auth, "bearer")
+				}
+				if u.BasicAuth {
+					auth = append(auth, "basic")
+				}
+				rows[i] = []string{strconv.Itoa(u.Port), u.URL, dash(strings.Join(auth, ",")), ago(u.CreatedAt)}
+			}
+			return a.table([]string{"PORT", "URL", "AUTH", "CREATED"}, rows)
 		},
 	}
 }

@@ -496,7 +496,7 @@ func TestJSONEverywhere(t *testing.T) {
 	mustCLI(t, srv, "", "env", "set", "JSON_KEY=v")
 	for _, args := range [][]string{
 		{"status", id}, {"pause", id}, {"resume", id}, {"env"}, {"get", id}, {"ls"},
-		{"cp", "-", id + ":from-stdin.txt"}, {"snapshot", id}, {"url", id, "8080"}, {"logs", id},
+		{"cp", "-", id + ":from-stdin.txt"}, {"snapshot", id}, {"url", id, "8080"}, {"urls", id}, {"logs", id},
 		{"init-demo", filepath.Join(t.TempDir(), "demo")}, {"rm", id},
 	} {
 		out := mustCLI(t, srv, "some input\n", append(args, "--json")...)

@@ -120,7 +120,7 @@ func (a *app) root() *cobra.Command {
 	root.AddCommand(
 		a.createCmd(), a.connectCmd(), a.fromSnapshotCmd(),
 		a.listCmd(), a.getCmd(), a.rmCmd(), a.pauseCmd(), a.resumeCmd(), a.statusCmd(),
-		a.snapshotCmd(), a.urlCmd(), a.logsCmd(), a.envCmd(),
+		a.snapshotCmd(), a.urlCmd(), a.urlsCmd(), a.logsCmd(), a.envCmd(),
 		a.execCmd(), a.shellCmd(), a.cpCmd(),
 		a.initDemoCmd(), a.serveCmd(),
 	)

@@ -160,6 +160,26 @@ func TestBoxCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(mustCLI(t, srv, "", "url", id, "3000", "--json")), &u); err != nil || u["port"] != 3000.0 || !strings.HasPrefix(u["url"].(string), "http") {
 		t.Errorf("url --json = %v, %v", u, err)
 	}
+	// With auth flags a URL is made (again), and its credentials told once.
+	var withAuth map[string]any
+	if err := json.Unmarshal([]byte(mustCLI(t, srv, "", "url", id, "3001", "--bearer", "--basic", "--json")), &withAuth); err != nil ||
+		withAuth["token"] == nil || withAuth["username"] == nil || withAuth["password"] == nil || withAuth["bearer_token"] != true || withAuth["basic_auth"] != true {
+		t.Errorf("url --bearer --basic --json = %v, %v", withAuth, err)
+	}
+	if got := strings.Split(strings.TrimSpace(mustCLI(t, srv, "", "url", id, "3001", "--bearer")), "\n"); len(got) != 2 || !strings.HasPrefix(got[1], "token: ") || got[1] == "token: "+fmt.Sprint(withAuth["token"]) {
+		t.Errorf("url --bearer = %q, want the URL and a new token", got)
+	}
+	if got := mustCLI(t, srv, "", "url", id, "3001"); strings.Count(got, "\n") != 1 || !strings.Contains(got, id+"-3001.preview.localhost") {
+		t.Errorf("url of a port that has one = %q, want the URL alone", got)
+	}
+	var urls []map[string]any
+	if err := json.Unmarshal([]byte(mustCLI(t, srv, "", "urls", id, "--json")), &urls); err != nil || len(urls) != 2 ||
+		urls[0]["id"] != id+"-3000" || urls[0]["bearer_token"] != false || urls[1]["port"] != 3001.0 || urls[1]["bearer_token"] != true || urls[1]["basic_auth"] != false || urls[1]["token"] != nil {
+		t.Errorf("urls --json = %v, %v", urls, err)
+	}
+	if got := mustCLI(t, srv, "", "urls", id); !strings.Contains(got, "PORT") || !strings.Contains(got, "3001") || !strings.Contains(got, "bearer") {
+		t.Errorf("urls = %q", got)
+	}
 	logLines := strings.Split(strings.TrimSpace(mustCLI(t, srv, "", "logs", id, "--json")), "\n")
 	for _, l := range logLines {
 		var e map[string]any

@@ -9,7 +9,7 @@ import (
 var bucketPreviews = addBucket("previews") // key: box id + 0 + port (5 digits)
 
 // Preview is a public URL of a box's port. Token, Username and Password
-// are its credentials (at most one kind is set).
+// are its credentials: none, either kind, or both.
 type Preview struct {
 	BoxID     string `json:"box_id"`
 	Port      int    `json:"port"`
