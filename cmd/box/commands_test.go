@@ -368,6 +368,7 @@ func TestSecretsNeverPrinted(t *testing.T) {
 func TestInitDemoRuns(t *testing.T) {
 	t.Parallel()
 	srv := boxtest.NewServer(t)
+	needModules(t)
 	goEnv := goEnvFor(t, moduleProxy(t))
 	dir := filepath.Join(t.TempDir(), "demo")
 	tm := inTerminalEnv(t, append(env(t, srv, "TERM=xterm", "NO_COLOR=1"), goEnv...), "init-demo", dir)

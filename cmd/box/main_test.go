@@ -579,8 +579,29 @@ func TestREPL(t *testing.T) {
 	_ = m
 }
 
+// fetchModules puts every module of this module's build list in the
+// module cache, once per test binary, the tests of its dependencies'
+// packages included: a demo's go mod tidy, which the tests then run
+// offline (GOPROXY=off), asks for those too, and a module cache filled by
+// building this repository alone lacks some of them.
+var fetchModules = sync.OnceValues(func() ([]byte, error) {
+	cmd := exec.Command("go", "mod", "download", "all")
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+	return cmd.CombinedOutput()
+})
+
+// needModules fails t when the module cache cannot be filled.
+func needModules(t *testing.T) {
+	t.Helper()
+	if out, err := fetchModules(); err != nil {
+		t.Fatalf("go mod download all (the module proxy is needed once to fill the module cache): %v\n%s", err, out)
+	}
+}
+
 func TestInitDemo(t *testing.T) {
 	t.Parallel()
+	needModules(t)
 	dir := filepath.Join(t.TempDir(), "demo")
 	if out := mustCLI(t, nil, "", "init-demo", dir, "--no-run"); !strings.Contains(out, "main.go") {
 		t.Errorf("init-demo = %q", out)
