@@ -116,6 +116,27 @@ func (m *boxes) runtime(id string) *runtime {
 	return r
 }
 
+// runningNow reports whether box id's sandbox runs and is not paused,
+// without starting or resuming it.
+func (m *boxes) runningNow(id string) bool {
+	r := m.existing(id)
+	if r == nil {
+		return false
+	}
+	r.mu.Lock()
+	sb := r.sb
+	r.mu.Unlock()
+	if sb == nil || sb.Paused() {
+		return false
+	}
+	select {
+	case <-sb.Done():
+		return false
+	default:
+		return true
+	}
+}
+
 // existing returns the runtime of box id if it has one.
 func (m *boxes) existing(id string) *runtime {
 	m.mu.Lock()
@@ -301,6 +322,7 @@ func (m *boxes) ensureRunning(ctx context.Context, b *store.Box) (*runtime, erro
 		r.mu.Unlock()
 		m.srv.logf(b.ID, "info", "system", "box started")
 		m.srv.inits.ensure(b)
+		m.srv.browsers.warm(b)
 		if b.Status == "paused" {
 			if err := m.srv.setStatus(b.ID, "idle"); err != nil {
 				return nil, err
