@@ -12,7 +12,9 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/egress"
@@ -50,10 +52,11 @@ func (inv *invocation) notRunnable(msg string) string {
 
 // harnessInput is what one run gives its harness.
 type harnessInput struct {
-	prompt    string
-	options   map[string]any
-	schema    []byte // the response schema, JSON; nil for none
-	mcpConfig string // the box's MCP configuration file, "" for none
+	prompt     string
+	options    map[string]any
+	schema     []byte // the response schema, JSON; nil for none
+	mcpServers []harnesses.MCPServer
+	mcpConfig  string // the file of mcpServers, "" for none
 }
 
 // harnessCommand builds the invocation of box b's harness for a run.
@@ -97,7 +100,7 @@ func harnessCommand(b *store.Box, in harnessInput, boxEnv map[string]string, bas
 	if err != nil {
 		return nil, err
 	}
-	argv, env, stdin, err := h.Command(harnesses.Spec{Model: b.Model, Prompt: prompt, SessionID: b.SessionID, Options: options, APIKey: key, MCPConfig: in.mcpConfig, BaseURLs: baseURLs, Schema: in.schema})
+	argv, env, stdin, err := h.Command(harnesses.Spec{Model: b.Model, Prompt: prompt, SessionID: b.SessionID, Options: options, APIKey: key, MCPServers: in.mcpServers, MCPConfig: in.mcpConfig, BaseURLs: baseURLs, Schema: in.schema})
 	if err != nil {
 		return nil, errorf(http.StatusBadRequest, "%s: %v", h.Name(), err)
 	}
@@ -326,28 +329,86 @@ func inferHarness(model string) string {
 	return "claude-code"
 }
 
-// mcpConfigPath is where boxd writes the box's MCP servers for a managed
-// harness, in the {"mcpServers": ...} form the CLIs read.
+// mcpConfigPath is where boxd writes the MCP servers of a managed
+// harness's run, in the {"mcpServers": ...} form Claude Code reads
+// (harnesses.MCPConfigJSON).
 const mcpConfigPath = "/home/boxuser/.config/boxd/mcp.json"
 
-// mcpConfig renders a box's MCP servers: npm packages run with npx,
+// boxMCPServers are a box's own MCP servers: npm packages run with npx,
 // URLs as HTTP servers with their headers.
-func mcpConfig(b *store.Box) ([]byte, error) {
+func boxMCPServers(b *store.Box) ([]harnesses.MCPServer, error) {
+	if len(b.MCPServers) == 0 {
+		return nil, nil
+	}
 	var servers []gen.McpServer
 	if err := json.Unmarshal(b.MCPServers, &servers); err != nil {
 		return nil, err
 	}
-	out := map[string]any{}
+	out := make([]harnesses.MCPServer, 0, len(servers))
 	for _, m := range servers {
 		if m.Source == gen.McpServerSourceNpm {
-			out[m.Name] = map[string]any{"command": "npx", "args": append([]string{"-y", m.PackageOrURL}, m.Args...)}
+			out = append(out, harnesses.MCPServer{Name: m.Name, Command: "npx", Args: append([]string{"-y", m.PackageOrURL}, m.Args...)})
 			continue
 		}
-		entry := map[string]any{"type": "http", "url": m.PackageOrURL}
-		if len(m.Headers) > 0 {
-			entry["headers"] = m.Headers
-		}
-		out[m.Name] = entry
+		out = append(out, harnesses.MCPServer{Name: m.Name, URL: m.PackageOrURL, Headers: m.Headers})
 	}
-	return json.MarshalIndent(map[string]any{"mcpServers": out}, "", "  ")
+	return out, nil
+}
+
+// The Chrome DevTools MCP server of a browser box's coding agent, as on
+// the cloud: chrome-devtools-mcp attached to the box's own Chromium.
+const (
+	// browserMCPName is the server's name; its tools reach the model as
+	// mcp__chrome-devtools__navigate_page and the like.
+	browserMCPName = "chrome-devtools"
+	// browserMCPPackage is the release npx runs when the box has no
+	// chrome-devtools-mcp of its own; scripts/deps.sh installs the same
+	// one for the tests.
+	browserMCPPackage = "chrome-devtools-mcp@1.11.0"
+	// browserMCPLauncher runs the box's own chrome-devtools-mcp when one
+	// is on its PATH (no download, works offline), else the pinned
+	// release through npx and the box's egress.
+	browserMCPLauncher = `command -v chrome-devtools-mcp >/dev/null 2>&1 && exec chrome-devtools-mcp "$@"; exec npx -y ` + browserMCPPackage + ` "$@"`
+	// browserMCPTimeout bounds the server's start (npx may download it)
+	// and each tool call (a navigation waits for the page).
+	browserMCPTimeout = time.Minute
+)
+
+// browserMCP is the Chrome DevTools MCP server for a browser whose
+// DevTools answer at devtools (http://127.0.0.1:port, as the box sees
+// it). It attaches to that browser instead of launching one, and sends no
+// usage statistics, CrUX lookups or update checks.
+func browserMCP(devtools string) harnesses.MCPServer {
+	return harnesses.MCPServer{
+		Name:    browserMCPName,
+		Command: "sh",
+		Args:    []string{"-c", browserMCPLauncher, "chrome-devtools-mcp", "--browserUrl", devtools, "--no-usage-statistics", "--no-performance-crux"},
+		Env:     map[string]string{"CHROME_DEVTOOLS_MCP_NO_USAGE_STATISTICS": "1", "CHROME_DEVTOOLS_MCP_NO_UPDATE_CHECKS": "1"},
+		Timeout: browserMCPTimeout,
+	}
+}
+
+// runMCPServers are the MCP servers a run of box b's managed harness
+// gets: the box's own and, on a browser box, the Chrome DevTools server
+// attached to its Chromium, which is started first when it is not
+// running. A box server of the same name takes its place. A browser that
+// cannot start does not fail the run: it goes on without the server, and
+// the box's log says why.
+func (s *Server) runMCPServers(ctx context.Context, b *store.Box) ([]harnesses.MCPServer, error) {
+	servers, err := boxMCPServers(b)
+	if err != nil {
+		return nil, err
+	}
+	if !b.Browser || slices.ContainsFunc(servers, func(m harnesses.MCPServer) bool { return m.Name == browserMCPName }) {
+		return servers, nil
+	}
+	devtools, err := s.browsers.devtoolsURL(ctx, b)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		s.logf(b.ID, "warn", "system", "the agent runs without the browser's MCP server: "+err.Error())
+		return servers, nil
+	}
+	return append(servers, browserMCP(devtools)), nil
 }

@@ -450,18 +450,19 @@ func (rs *runs) runHarness(r *agentRun, o *outcome) error {
 			prompt += fmt.Sprintf("- %s (%s)\n", p, r.spec.files[i].mediaType)
 		}
 	}
-	mcp := ""
-	if len(r.box.MCPServers) > 0 && r.box.Agent != "custom" {
-		raw, err := mcpConfig(r.box)
-		if err != nil {
+	in := harnessInput{prompt: prompt, options: r.spec.options, schema: r.spec.schemaDoc}
+	if _, managed := harnesses.Get(r.box.Agent); managed {
+		if in.mcpServers, err = s.runMCPServers(r.ctx, r.box); err != nil {
 			return fmt.Errorf("mcp servers: %w", err)
 		}
-		if err := s.writeBoxFile(r.ctx, rt, r.box.ID, mcpConfigPath, raw); err != nil {
-			return fmt.Errorf("mcp servers: %w", err)
-		}
-		mcp = mcpConfigPath
 	}
-	inv, err := harnessCommand(r.box, harnessInput{prompt: prompt, options: r.spec.options, schema: r.spec.schemaDoc, mcpConfig: mcp}, s.boxEnv(r.box), s.boxProviderURLs())
+	if len(in.mcpServers) > 0 {
+		if err := s.writeBoxFile(r.ctx, rt, r.box.ID, mcpConfigPath, harnesses.MCPConfigJSON(in.mcpServers)); err != nil {
+			return fmt.Errorf("mcp servers: %w", err)
+		}
+		in.mcpConfig = mcpConfigPath
+	}
+	inv, err := harnessCommand(r.box, in, s.boxEnv(r.box), s.boxProviderURLs())
 	if err != nil {
 		return err
 	}

@@ -158,6 +158,27 @@ func (m *boxes) newRuntime(id string) *runtime {
 	return r
 }
 
+// runningNow reports whether box id's sandbox runs and is not paused,
+// without starting or resuming it.
+func (m *boxes) runningNow(id string) bool {
+	r := m.existing(id)
+	if r == nil {
+		return false
+	}
+	r.mu.Lock()
+	sb := r.sb
+	r.mu.Unlock()
+	if sb == nil || sb.Paused() {
+		return false
+	}
+	select {
+	case <-sb.Done():
+		return false
+	default:
+		return true
+	}
+}
+
 // existing returns the runtime of box id if it has one.
 func (m *boxes) existing(id string) *runtime {
 	m.mu.Lock()
@@ -395,6 +416,7 @@ func (m *boxes) ensure(ctx context.Context, b *store.Box, warm bool) (*runtime, 
 		}
 		m.srv.logf(b.ID, "info", "system", "box started")
 		m.srv.inits.started(b.ID, sb)
+		m.srv.browsers.warm(b)
 		return r, nil
 	}
 }

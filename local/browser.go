@@ -31,11 +31,17 @@ import (
 
 // A box created with browser: true gets a headless Chromium, from the
 // host's /usr (Debian's chromium package), started inside the box through
-// its agent on the first browser call, and started again if it exits. Its
-// DevTools listen on the box's own loopback (127.0.0.1:9222 in an isolated
-// box), which only the box and boxd (through the agent's bridge) reach;
-// boxd drives it with chromedp. Its traffic leaves through the box's
-// egress proxy, under the box's network policy.
+// its agent with the box: in the background whenever its sandbox starts
+// (at create, at a restore, at a start after the box lost its processes),
+// as the cloud pre-warms it. A create does not wait for it, and a
+// Chromium that fails to start fails nothing but the box's log line; the
+// next browser call starts it again and reports why it cannot. One that
+// exits is started again by the next call. Its DevTools listen on the
+// box's own loopback (127.0.0.1:9222 in an isolated box), which only the
+// box and boxd (through the agent's bridge) reach; boxd drives it with
+// chromedp, and the box's coding agent with the Chrome DevTools MCP server
+// (runMCPServers). Its traffic leaves through the box's egress proxy,
+// under the box's network policy.
 //
 // The CDP URL and the live view are served by boxd without the API key,
 // behind a random token that expires: cdpTokenTTL and liveTokenTTL after
@@ -72,6 +78,7 @@ type browsers struct {
 	tokens map[string]*linkToken
 	cache  map[string]browser.Action // act(instruction) answers by box, URL and instruction
 	closed bool
+	warms  sync.WaitGroup // starts with the box (warm)
 }
 
 // linkToken authorises the connections of a CDP or live view URL.
@@ -192,6 +199,12 @@ func (bs *browsers) ensure(ctx context.Context, b *store.Box) (*boxBrowser, *bro
 	if err != nil {
 		return nil, nil, err
 	}
+	return bs.startIn(ctx, rt, b)
+}
+
+// startIn returns the browser of box b, whose sandbox runs, starting
+// Chromium unless it runs.
+func (bs *browsers) startIn(ctx context.Context, rt *runtime, b *store.Box) (*boxBrowser, *browser.Controller, error) {
 	bb := bs.box(b.ID)
 	bb.start.Lock()
 	defer bb.start.Unlock()
@@ -205,6 +218,49 @@ func (bs *browsers) ensure(ctx context.Context, b *store.Box) (*boxBrowser, *bro
 	bb.mu.Lock()
 	defer bb.mu.Unlock()
 	return bb, bb.ctl, nil
+}
+
+// warm starts the Chromium of box b, whose sandbox has just started, in
+// the background. It does nothing for a box without a browser, and skips
+// a box that was paused or stopped in the meantime.
+func (bs *browsers) warm(b *store.Box) {
+	if !b.Browser {
+		return
+	}
+	if bs.chromiumErr != nil {
+		bs.s.logf(b.ID, "warn", "system", "the box's browser cannot start: "+bs.chromiumErr.Error())
+		return
+	}
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	if bs.closed {
+		return
+	}
+	bs.warms.Add(1)
+	go func() {
+		defer bs.warms.Done()
+		// Not ensureRunning: a box paused, stopped or deleted since is
+		// left as it is.
+		rt := bs.s.boxes.existing(b.ID)
+		if rt == nil || !bs.s.boxes.runningNow(b.ID) {
+			return
+		}
+		// A failure is in the box's log (launch); the next browser call
+		// tries again and answers with it.
+		_, _, _ = bs.startIn(bs.base, rt, b)
+	}()
+}
+
+// devtoolsURL is where box b's processes reach its Chromium's DevTools
+// (http://127.0.0.1:port), starting Chromium if it is not running.
+func (bs *browsers) devtoolsURL(ctx context.Context, b *store.Box) (string, error) {
+	bb, _, err := bs.ensure(ctx, b)
+	if err != nil {
+		return "", err
+	}
+	bb.mu.Lock()
+	defer bb.mu.Unlock()
+	return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(bb.port)), nil
 }
 
 // alive returns the controller of a browser that runs, or nil.
@@ -567,13 +623,18 @@ func (t *tailWriter) String() string {
 func (bs *browsers) close() {
 	bs.mu.Lock()
 	bs.closed = true
+	bs.mu.Unlock()
+	bs.recs.close()
+	bs.cancel()
+	// Starts in the background end with bs.base; what they started is
+	// stopped below with the rest.
+	bs.warms.Wait()
+	bs.mu.Lock()
 	all := make([]*boxBrowser, 0, len(bs.boxes))
 	for _, bb := range bs.boxes {
 		all = append(all, bb)
 	}
 	bs.mu.Unlock()
-	bs.recs.close()
-	bs.cancel()
 	var wg sync.WaitGroup
 	for _, bb := range all {
 		wg.Go(bb.shutdown)

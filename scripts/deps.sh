@@ -11,10 +11,12 @@
 # mmdebstrap, from which the tests of runtime images build their images,
 # and, from npm, the agent CLIs whose harnesses the tests drive against a
 # scripted model server: Claude Code, Codex and OpenCode, at the versions
-# below.
+# below, and the Chrome DevTools MCP server that boxd gives the agent of a
+# browser box (boxes see the host's /usr, so the one installed here is
+# theirs; without it the box fetches it with npx).
 set -euo pipefail
 
-agent_clis=(@anthropic-ai/claude-code@2.1.197 @openai/codex@0.169.0 opencode-ai@1.18.33)
+agent_clis=(@anthropic-ai/claude-code@2.1.197 @openai/codex@0.169.0 opencode-ai@1.18.33 chrome-devtools-mcp@1.11.0)
 
 need=()
 need_npm=()
@@ -31,7 +33,7 @@ if [ "${1:-}" = "--tests" ]; then
 	for pkg in "${agent_clis[@]}"; do
 		name=${pkg%@*}
 		version=${pkg##*@}
-		bin=$(case $name in @anthropic-ai/claude-code) echo claude ;; @openai/codex) echo codex ;; *) echo opencode ;; esac)
+		bin=$(case $name in @anthropic-ai/claude-code) echo claude ;; @openai/codex) echo codex ;; chrome-devtools-mcp) echo chrome-devtools-mcp ;; *) echo opencode ;; esac)
 		# Installed at that version, or installed anew.
 		command -v "$bin" >/dev/null 2>&1 && "$bin" --version 2>/dev/null | grep -q "$version" || need_npm+=("$pkg")
 	done

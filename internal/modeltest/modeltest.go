@@ -33,6 +33,10 @@ type Request struct {
 	User          string
 	ToolResult    string
 	HasToolResult bool
+	// SearchedTools is the JSON of the tools a Responses tool search
+	// found (Codex's tool_search), when its output is the last input
+	// item; "" otherwise.
+	SearchedTools string
 	// Turns counts the messages (or input items) the request carries.
 	Turns int
 	// Key is the API key it carried (x-api-key or the bearer token).
@@ -64,6 +68,10 @@ type Reply struct {
 	Text string
 	// Tool, when set, is a tool call after the text.
 	Tool *ToolCall
+	// ToolSearch, when set, is a search of the client's deferred tools
+	// with that query after the text (Responses only: Codex's
+	// tool_search, which Codex runs and answers with the tools found).
+	ToolSearch string
 	// Usage is the turn's token usage.
 	Usage Usage
 	// Slow streams the text one delta per Slow, until the text ends or
@@ -75,6 +83,10 @@ type Reply struct {
 type ToolCall struct {
 	Name  string
 	Input map[string]any
+	// Namespace is the namespace of a Responses function, "" for none:
+	// Codex's MCP tools, once a tool search found them, are the functions
+	// of a namespace per server.
+	Namespace string
 }
 
 // Usage is a turn's tokens.
@@ -371,6 +383,17 @@ func (s *Server) responses(st *stream, req *Request, r Reply) {
 		}
 		st.event("response.function_call_arguments.done", map[string]any{"type": "response.function_call_arguments.done", "item_id": id, "output_index": n, "arguments": args})
 		item := map[string]any{"type": "function_call", "id": id, "call_id": call, "name": r.Tool.Name, "arguments": args, "status": "completed"}
+		if r.Tool.Namespace != "" {
+			item["namespace"] = r.Tool.Namespace
+		}
+		st.event("response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": n, "item": item})
+		output = append(output, item)
+		n++
+	}
+	if r.ToolSearch != "" {
+		item := map[string]any{"type": "tool_search_call", "id": s.id("ts"), "call_id": s.id("call"), "execution": "client", "status": "completed",
+			"arguments": map[string]any{"query": r.ToolSearch}}
+		st.event("response.output_item.added", map[string]any{"type": "response.output_item.added", "output_index": n, "item": item})
 		st.event("response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": n, "item": item})
 		output = append(output, item)
 	}
@@ -429,6 +452,9 @@ func parse(api string, body map[string]any) *Request {
 		if f, ok := m["function"].(map[string]any); ok {
 			name, _ = f["name"].(string)
 		}
+		if m["type"] == "tool_search" {
+			name = "tool_search"
+		}
 		if name != "" {
 			r.Tools = append(r.Tools, name)
 		}
@@ -477,9 +503,14 @@ func parse(api string, body map[string]any) *Request {
 			}
 		}
 		if n := len(items); n > 0 {
-			if m, _ := items[n-1].(map[string]any); isResult(m) {
+			m, _ := items[n-1].(map[string]any)
+			if isResult(m) {
 				r.HasToolResult = true
 				r.ToolResult = textOf(m[output])
+			}
+			if m["type"] == "tool_search_output" {
+				raw, _ := json.Marshal(m["tools"])
+				r.SearchedTools = string(raw)
 			}
 		}
 	}

@@ -14,6 +14,9 @@ import (
 //	claude -p --output-format stream-json --verbose --include-partial-messages
 //	  --permission-mode bypassPermissions [--model M] [--resume=ID] [options…] [PROMPT]
 //
+// With MCP servers, --mcp-config=FILE is added and MCP_CONNECTION_NONBLOCKING=0
+// set, so that the first turn has their tools.
+//
 // The prompt is the last argument, or standard input when it is longer
 // than maxArgBytes or starts with a dash (print mode reads the prompt
 // from standard input when none is given). IS_SANDBOX=1 is set because
@@ -152,6 +155,13 @@ func (claudeCode) Command(spec Spec) ([]string, map[string]string, string, error
 	// Nothing but the model's requests: no telemetry, error reports or
 	// update checks through the box's network.
 	env := map[string]string{"IS_SANDBOX": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+	if spec.MCPConfig != "" {
+		// Print mode connects MCP servers in the background and gives
+		// the model only those ready by its first turn; a server that
+		// takes a few seconds to start (Chrome DevTools' does) would be
+		// missing. The run waits for them instead.
+		env["MCP_CONNECTION_NONBLOCKING"] = "0"
+	}
 	switch u := spec.BaseURLs[route.name]; {
 	case u != "" && route.name == "anthropic":
 		// The operator's Anthropic-compatible endpoint takes the key as

@@ -167,6 +167,13 @@ func TestClaudeCodeCommand(t *testing.T) {
 			command{args("--model", "claude-sonnet-4-5", "List the files"), key, ""},
 		},
 		{
+			"mcp servers: the config file, and the run waits for them",
+			Spec{Model: "anthropic/claude-sonnet-4-5", Prompt: "Open the page", APIKey: testKey,
+				MCPServers: []MCPServer{{Name: "chrome-devtools", Command: "chrome-devtools-mcp"}}, MCPConfig: "/home/boxuser/.config/boxd/mcp.json"},
+			command{args("--model", "claude-sonnet-4-5", "--mcp-config=/home/boxuser/.config/boxd/mcp.json", "Open the page"),
+				map[string]string{"IS_SANDBOX": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "ANTHROPIC_API_KEY": testKey, "MCP_CONNECTION_NONBLOCKING": "0"}, ""},
+		},
+		{
 			"resume and options",
 			Spec{Model: "anthropic/claude-opus-4-5", Prompt: "Continue", SessionID: "3f1a9c2e-6b7d-4e2a-9c1f-2d8e5a7b4c10", Options: opts, APIKey: testKey},
 			command{args("--model", "claude-opus-4-5", "--resume=3f1a9c2e-6b7d-4e2a-9c1f-2d8e5a7b4c10",

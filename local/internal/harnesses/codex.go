@@ -33,6 +33,8 @@ import (
 // webSearch) are accepted when the snake_case key is absent. Unknown keys
 // are ignored.
 //
+// MCP servers are -c overrides of the mcp_servers table (codexMCPArgs).
+//
 // Models: openai/gpt-5.3-codex runs as gpt-5.3-codex with the key in
 // CODEX_API_KEY (what codex exec reads) and OPENAI_API_KEY (what older
 // versions read). openrouter/… and vercel/… models run through those
@@ -157,6 +159,7 @@ func (codex) Command(spec Spec) ([]string, map[string]string, string, error) {
 		}
 		config(key, s)
 	}
+	argv = append(argv, codexMCPArgs(spec.MCPServers)...)
 	if spec.SessionID != "" {
 		if err := checkSessionID(spec.SessionID); err != nil {
 			return nil, nil, "", err

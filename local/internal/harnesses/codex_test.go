@@ -3,6 +3,7 @@ package harnesses
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -168,6 +169,22 @@ func TestCodexCommand(t *testing.T) {
 			command{args("--model", "openai/o3", "-c", `model_provider="openrouter"`, "-c", `model_providers.openrouter.name="OpenRouter"`,
 				"-c", `model_providers.openrouter.base_url="http://or.internal/v1"`, "-c", `model_providers.openrouter.env_key="OPENROUTER_API_KEY"`,
 				"-c", `model_providers.openrouter.wire_api="responses"`, "x"), map[string]string{"OPENROUTER_API_KEY": testKey}, ""},
+		},
+		{
+			"mcp servers",
+			Spec{Model: "openai/gpt-5.5", Prompt: "x", APIKey: testKey, SessionID: session, MCPServers: []MCPServer{
+				{Name: "chrome-devtools", Command: "sh", Args: []string{"-c", `exec tool "$@"`, "tool", "--browserUrl", "http://127.0.0.1:9222"},
+					Env: map[string]string{"B": "2", "A": "1"}, Timeout: 90 * time.Second},
+				{Name: "team.docs", URL: "https://mcp.example/x", Headers: map[string]string{"X-Team": "a"}},
+			}},
+			command{args("--model", "gpt-5.5", "-c", "mcp_optional_startup_grace_ms=0",
+				"-c", `mcp_servers.chrome-devtools.command="sh"`,
+				"-c", `mcp_servers.chrome-devtools.args=["-c", "exec tool \"$@\"", "tool", "--browserUrl", "http://127.0.0.1:9222"]`,
+				"-c", `mcp_servers.chrome-devtools.env={ "A" = "1", "B" = "2" }`,
+				"-c", `mcp_servers.chrome-devtools.env_vars=["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy", "NODE_USE_ENV_PROXY", "SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"]`,
+				"-c", "mcp_servers.chrome-devtools.startup_timeout_sec=90", "-c", "mcp_servers.chrome-devtools.tool_timeout_sec=90",
+				"-c", `mcp_servers.team_docs.url="https://mcp.example/x"`, "-c", `mcp_servers.team_docs.http_headers={ "X-Team" = "a" }`,
+				"resume", session, "x"), key, ""},
 		},
 		{
 			"camelCase keys",

@@ -24,9 +24,14 @@ type Spec struct {
 	Options map[string]any
 	// APIKey is the provider key for the run.
 	APIKey string
-	// MCPConfig is the path, in the box, of an MCP configuration file
-	// ({"mcpServers": {...}}) for the box's MCP servers; "" when it has
-	// none. Harnesses whose CLI takes such a file pass it on.
+	// MCPServers are the MCP servers the run's CLI gets: the box's own,
+	// and the Chrome DevTools server of a browser box. Codex and OpenCode
+	// are given them in their own config terms; Claude Code reads them
+	// from MCPConfig.
+	MCPServers []MCPServer
+	// MCPConfig is the path, in the box, of the file MCPConfigJSON
+	// renders for MCPServers; "" when there are none. Harnesses whose CLI
+	// takes such a file pass it on.
 	MCPConfig string
 	// BaseURLs are the operator's base URLs of model providers
 	// ("anthropic", "openai", "openrouter", "vercel"), as the box reaches

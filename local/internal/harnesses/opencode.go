@@ -39,6 +39,7 @@ import (
 //
 // They are passed to the provider's SDK as given. Without a model there
 // is nothing to attach them to and they are ignored, as are unknown keys.
+// MCP servers go into the same config's "mcp" object (opencodeMCP).
 type opencode struct{}
 
 func init() { register(opencode{}) }
@@ -142,8 +143,15 @@ func (opencode) Command(spec Spec) ([]string, map[string]string, string, error) 
 		pcfg["options"] = map[string]any{"baseURL": u}
 		env["OPENCODE_DISABLE_MODELS_FETCH"] = "1"
 	}
+	config := map[string]any{}
 	if len(pcfg) > 0 {
-		env["OPENCODE_CONFIG_CONTENT"] = string(encode(map[string]any{"provider": map[string]any{provider: pcfg}}))
+		config["provider"] = map[string]any{provider: pcfg}
+	}
+	if len(spec.MCPServers) > 0 {
+		config["mcp"] = opencodeMCP(spec.MCPServers)
+	}
+	if len(config) > 0 {
+		env["OPENCODE_CONFIG_CONTENT"] = string(encode(config))
 	}
 	if err := checkCommand(argv, env); err != nil {
 		return nil, nil, "", err

@@ -3,6 +3,7 @@ package harnesses
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -100,6 +101,17 @@ func TestOpenCodeCommand(t *testing.T) {
 			Spec{Model: "anthropic/claude-opus-4-5", Prompt: "x", APIKey: testKey, Options: map[string]any{"thinking": map[string]any{"type": "enabled", "budgetTokens": 16000.0}}},
 			command{args("--model", "anthropic/claude-opus-4-5"), env("ANTHROPIC_API_KEY", testKey,
 				"OPENCODE_CONFIG_CONTENT", `{"provider":{"anthropic":{"models":{"claude-opus-4-5":{"options":{"thinking":{"budgetTokens":16000,"type":"enabled"}}}}}}}`), "x"},
+		},
+		{
+			"mcp servers beside provider options",
+			Spec{Model: "anthropic/claude-sonnet-4-5", Prompt: "x", APIKey: testKey, Options: map[string]any{"reasoningEffort": "high"}, MCPServers: []MCPServer{
+				{Name: "chrome-devtools", Command: "sh", Args: []string{"-c", "exec tool"}, Env: map[string]string{"A": "1"}, Timeout: time.Minute},
+				{Name: "docs", URL: "https://mcp.example/x", Headers: map[string]string{"X-Team": "a"}},
+			}},
+			command{args("--model", "anthropic/claude-sonnet-4-5"), env("ANTHROPIC_API_KEY", testKey, "OPENCODE_CONFIG_CONTENT",
+				`{"mcp":{"chrome-devtools":{"command":["sh","-c","exec tool"],"enabled":true,"environment":{"A":"1"},"timeout":60000,"type":"local"},`+
+					`"docs":{"enabled":true,"headers":{"X-Team":"a"},"type":"remote","url":"https://mcp.example/x"}},`+
+					`"provider":{"anthropic":{"models":{"claude-sonnet-4-5":{"options":{"reasoningEffort":"high"}}}}}}`), "x"},
 		},
 		{
 			"zen",
