@@ -297,12 +297,47 @@ func checkProvenance(t *testing.T, where string, ext map[string]any) {
 	if hasOrigin && origin != "designed" {
 		t.Errorf("%s: x-box-origin = %v, want designed", where, origin)
 	}
-	if evidence, ok := ext["x-box-evidence"]; ok {
-		if evidence != "newer-sdk" && evidence != "none" {
-			t.Errorf("%s: x-box-evidence = %v, want newer-sdk or none", where, evidence)
+	evidence, ok := ext["x-box-evidence"]
+	if !ok {
+		return
+	}
+	switch evidence {
+	case "sdk-0.5.5", "sdk-0.1":
+		if hasOrigin {
+			t.Errorf("%s: wire the 0.5.5 SDK sends is not designed here (x-box-origin)", where)
 		}
+	case "newer-sdk", "branch-sdk", "none":
 		if !hasOrigin {
-			t.Errorf("%s: x-box-evidence without x-box-origin", where)
+			t.Errorf("%s: x-box-evidence %v without x-box-origin: designed", where, evidence)
+		}
+	default:
+		t.Errorf("%s: x-box-evidence = %v, want sdk-0.5.5, sdk-0.1, newer-sdk, branch-sdk or none", where, evidence)
+	}
+}
+
+// TestEveryOperationSaysWhereItsWireComesFrom: each operation names the
+// client whose wire it follows: the published 0.5.5 SDK, a newer official
+// SDK's source, a branch of it, or none.
+func TestEveryOperationSaysWhereItsWireComesFrom(t *testing.T) {
+	doc := loadSpec(t)
+	counts := map[any]int{}
+	for _, o := range operations(doc) {
+		e, ok := o.op.Extensions["x-box-evidence"]
+		if !ok {
+			t.Errorf("%s %s (%s) has no x-box-evidence", o.method, o.path, o.op.OperationID)
+		}
+		counts[e]++
+	}
+	if counts["sdk-0.5.5"] == 0 || counts["newer-sdk"] == 0 {
+		t.Errorf("evidence counts %v: the spec has both 0.5.5 and newer wire", counts)
+	}
+	for _, c := range []struct{ op, want string }{
+		{"updateGitConfig", "newer-sdk"}, {"updateGitConfigLegacy", "sdk-0.5.5"}, {"createBox", "sdk-0.5.5"}, {"cancelRun", "sdk-0.5.5"}, {"getBoxRun", "sdk-0.1"},
+	} {
+		for _, o := range operations(doc) {
+			if o.op.OperationID == c.op && o.op.Extensions["x-box-evidence"] != c.want {
+				t.Errorf("%s: x-box-evidence = %v, want %s", c.op, o.op.Extensions["x-box-evidence"], c.want)
+			}
 		}
 	}
 }
