@@ -384,6 +384,10 @@ func (pv *previews) serve(w http.ResponseWriter, r *http.Request, id string, por
 				pr.Out.Header.Del("Authorization")
 			}
 		},
+		ModifyResponse: func(resp *http.Response) error {
+			scopeCookies(resp.Header, r.Host)
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			var be *bridgeError
 			switch {
@@ -550,4 +554,42 @@ func (pv *previews) close() {
 	pv.mu.Unlock()
 	pv.closeWhere(func(previewKey) bool { return true })
 	pv.transport.CloseIdleConnections()
+}
+
+// scopeCookies keeps the cookies that a box's app sets within the host of
+// its public URL. Every public URL is a name under one domain (the
+// preview domain), which is no public suffix: a cookie set for that
+// domain, or for any name above the URL's own host, would be sent by the
+// browser to every other box's URLs. Such a cookie loses its Domain
+// attribute and so belongs to the URL's host alone; a cookie scoped to the
+// host itself, or with no Domain, is left as it is.
+func scopeCookies(h http.Header, host string) {
+	cookies := h.Values("Set-Cookie")
+	if len(cookies) == 0 {
+		return
+	}
+	if hn, _, err := net.SplitHostPort(host); err == nil {
+		host = hn
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	out := make([]string, 0, len(cookies))
+	for _, c := range cookies {
+		parts := strings.Split(c, ";")
+		kept := parts[:1]
+		for _, attr := range parts[1:] {
+			name, value, _ := strings.Cut(strings.TrimSpace(attr), "=")
+			if strings.EqualFold(strings.TrimSpace(name), "domain") {
+				d := strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(value), "."), "."))
+				if d != host {
+					continue
+				}
+			}
+			kept = append(kept, attr)
+		}
+		out = append(out, strings.Join(kept, ";"))
+	}
+	h.Del("Set-Cookie")
+	for _, c := range out {
+		h.Add("Set-Cookie", c)
+	}
 }

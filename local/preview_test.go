@@ -12,7 +12,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"slices"
 	"strings"
 	"testing"
@@ -376,5 +378,80 @@ func TestPublicURLHoldRunsOut(t *testing.T) {
 	}
 	if st := boxStatus(t, c, id); st == "paused" {
 		t.Errorf("the box the request woke is %s", st)
+	}
+}
+
+// TestPublicURLCookiesStayWithTheirBox: box A's app sets cookies for the
+// whole preview domain and for its own host. A real cookie jar (RFC 6265,
+// as a browser keeps them) that visited A's URL sends none of them to box
+// B's URL, and still sends A's to A.
+func TestPublicURLCookiesStayWithTheirBox(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t)
+	c := rawFor(t, srv)
+	const p = 8123
+	var hosts []string
+	for range 2 {
+		b := newBox(t, srv, nil)
+		r, err := b.Exec.Command(t.Context(), fmt.Sprintf(`cat > /tmp/app.py <<'PY'
+import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        host = self.headers.get("Host", "").split(":")[0]
+        self.send_response(200)
+        self.send_header("Set-Cookie", "wide=1; Domain=preview.localhost; Path=/")
+        self.send_header("Set-Cookie", "wider=1; domain=.localhost; Path=/; HttpOnly")
+        self.send_header("Set-Cookie", "own=1; Domain=" + host + "; Path=/")
+        self.send_header("Set-Cookie", "plain=1; Path=/")
+        self.end_headers()
+        self.wfile.write(("cookies: " + self.headers.get("Cookie", "") + "\n").encode())
+http.server.HTTPServer(("127.0.0.1", %d), H).serve_forever()
+PY
+nohup python3 /tmp/app.py >/tmp/app.log 2>&1 &
+for i in $(seq 100); do python3 -c 'import socket; socket.create_connection(("127.0.0.1", %d))' 2>/dev/null && break; sleep 0.1; done`, p, p))
+		if err != nil || r.ExitCode != 0 {
+			t.Fatalf("starting the app: %+v, %v", r, err)
+		}
+		createURL(t, c, b.ID(), fmt.Sprintf(`{"port": %d}`, p))
+		hosts = append(hosts, previewHost(t, srv, b.ID(), p))
+	}
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := strings.TrimPrefix(srv.URL(), "http://")
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	hc := &http.Client{Transport: tr, Jar: jar}
+	get := func(host string) string {
+		t.Helper()
+		resp, err := hc.Get("http://" + host + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", host, resp.StatusCode, body)
+		}
+		for _, sc := range resp.Header.Values("Set-Cookie") {
+			if strings.Contains(strings.ToLower(sc), "domain=preview.localhost") || strings.Contains(strings.ToLower(sc), "domain=.localhost") {
+				t.Errorf("GET %s: Set-Cookie %q reaches above the URL's host", host, sc)
+			}
+		}
+		return string(body)
+	}
+	get(hosts[0])
+	if got := get(hosts[1]); got != "cookies: \n" {
+		t.Errorf("box B's app got %q: cookies of box A's app reached it", got)
+	}
+	got := get(hosts[0])
+	for _, want := range []string{"wide=1", "wider=1", "own=1", "plain=1"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("box A's app got %q, want its own cookie %s back", got, want)
+		}
 	}
 }
