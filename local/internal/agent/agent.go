@@ -128,7 +128,7 @@ func main1(log *slog.Logger) error {
 		return fmt.Errorf("read config: %w", err)
 	}
 	if null, err := os.Open(os.DevNull); err == nil {
-		_ = syscall.Dup3(int(null.Fd()), 0, 0)
+		_ = dupTo(null, 0)
 		null.Close()
 	}
 	var cfg Config
@@ -183,7 +183,7 @@ func watchLifeline(isolated bool, log *slog.Logger) {
 		if _, err := f.Read(b[:]); err != nil {
 			log.Info("boxd is gone; the box ends")
 			if isolated {
-				_ = syscall.Kill(-1, syscall.SIGKILL)
+				_ = kill(-1, syscall.SIGKILL)
 			}
 			os.Exit(0)
 		}
@@ -199,7 +199,7 @@ func keepFromChildren() {
 	}
 	for _, e := range entries {
 		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
-			syscall.CloseOnExec(fd)
+			closeOnExec(fd)
 		}
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // After a process exits, its output is read to the last byte it wrote,
@@ -98,20 +96,4 @@ func (d *drainReader) Read(b []byte) (int, error) {
 			return 0, err
 		}
 	}
-}
-
-// pending returns how many bytes can be read from f without waiting
-// (FIONREAD, which Linux calls TIOCINQ).
-func pending(f *os.File) int {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return 0
-	}
-	n := 0
-	_ = rc.Control(func(fd uintptr) {
-		if v, err := unix.IoctlGetInt(int(fd), unix.TIOCINQ); err == nil {
-			n = v
-		}
-	})
-	return n
 }

@@ -48,7 +48,7 @@ func (a *Agent) command(argv []string, dir string) (*exec.Cmd, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = real
 	cmd.Env = a.env()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = groupAttr()
 	return cmd, nil
 }
 
@@ -101,7 +101,7 @@ func wait(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (result, er
 			return
 		}
 		timedOut = timeUp
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}()
 	err := cmd.Wait()
 	mu.Lock()

@@ -18,8 +18,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/upstash/box-go/local/internal/mountinfo"
 )
 
@@ -286,9 +284,7 @@ func (a *Agent) statFile(p string, follow bool) (fileStat, error) {
 	default:
 		st.Type = "other"
 	}
-	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
-		st.Inode = sys.Ino
-	}
+	st.Inode = inode(fi)
 	// An opaque token that changes when the file is replaced, modified or
 	// resized.
 	st.Version = strconv.FormatUint(st.Inode, 36) + "-" + strconv.FormatInt(fi.ModTime().UnixNano(), 36) + "-" + strconv.FormatInt(fi.Size(), 36)
@@ -462,7 +458,7 @@ func (a *Agent) remove(p string, recursive bool) error {
 // whole: its parent and every directory in it writable and searchable by
 // the box user, and no mount point at or below it.
 func (a *Agent) removable(bp, real string) error {
-	if err := unix.Access(filepath.Dir(real), unix.W_OK|unix.X_OK); err != nil {
+	if err := writableDir(filepath.Dir(real)); err != nil {
 		return errorf(http.StatusForbidden, "permission denied: %s cannot be removed from %s (nothing was removed)", bp, path.Dir(bp))
 	}
 	mounts := mountPoints()
@@ -475,7 +471,7 @@ func (a *Agent) removable(bp, real string) error {
 			return errorf(http.StatusForbidden, "%s is a mount point and cannot be removed (nothing was removed)", rel)
 		}
 		if d.IsDir() {
-			if err := unix.Access(p, unix.W_OK|unix.X_OK); err != nil {
+			if err := writableDir(p); err != nil {
 				return errorf(http.StatusForbidden, "permission denied: %s cannot be emptied (nothing was removed)", rel)
 			}
 		}
@@ -529,7 +525,7 @@ func openRegular(real, bp string) (*os.File, os.FileInfo, error) {
 	}
 	// Reads of a regular file do not block; clearing the flag keeps it
 	// that way for the few file systems that would honour it.
-	if err := syscall.SetNonblock(int(f.Fd()), false); err != nil {
+	if err := setBlocking(f); err != nil {
 		f.Close()
 		return nil, nil, fsError(bp, err)
 	}

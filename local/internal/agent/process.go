@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 )
 
 // ProcessPath is the agent's internal route that boxd uses to run a
@@ -89,12 +88,7 @@ func (a *Agent) serveProcess(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(TrailerError, err.Error())
 		return
 	}
-	var peak int64
-	if ps := cmd.ProcessState; ps != nil {
-		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-			peak = ru.Maxrss * 1024 // kilobytes on Linux
-		}
-	}
+	peak := memoryPeak(cmd.ProcessState)
 	w.Header().Set(TrailerExitCode, strconv.Itoa(res.ExitCode))
 	w.Header().Set(TrailerCPU, strconv.FormatInt(res.CPU.Nanoseconds(), 10))
 	w.Header().Set(TrailerMemoryPeak, strconv.FormatInt(peak, 10))

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"unsafe"
 
 	"github.com/creack/pty"
 
@@ -151,8 +150,7 @@ func startPTY(cmd *exec.Cmd, rows, cols int) (*sessionProc, error) {
 	}
 	// A session leader cannot also be moved to a process group; its
 	// session id is its pid, and so is its process group.
-	attr.Setpgid, attr.Pgid = false, 0
-	attr.Setsid, attr.Setctty, attr.Ctty = true, true, 0 // Ctty is the child's fd 0
+	sessionLeader(attr)
 	cmd.SysProcAttr = attr
 	if err := cmd.Start(); err != nil {
 		m.Close()
@@ -161,22 +159,6 @@ func startPTY(cmd *exec.Cmd, rows, cols int) (*sessionProc, error) {
 	p := &sessionProc{cmd: cmd, tty: m, stdin: &ptyInput{f: m}, exited: make(chan struct{}), files: []*os.File{m}}
 	p.stdout = newDrainReader(m, p.exited)
 	return p, nil
-}
-
-// pollable returns a non-blocking duplicate of f registered with the
-// runtime poller, and closes f.
-func pollable(f *os.File) (*os.File, error) {
-	defer f.Close()
-	fd, err := syscall.Dup(int(f.Fd()))
-	if err != nil {
-		return nil, err
-	}
-	syscall.CloseOnExec(fd)
-	if err := syscall.SetNonblock(fd, true); err != nil {
-		syscall.Close(fd)
-		return nil, err
-	}
-	return os.NewFile(uintptr(fd), f.Name()), nil
 }
 
 func (p *sessionProc) PID() int              { return p.cmd.Process.Pid }
@@ -204,7 +186,7 @@ func (p *sessionProc) Resize(rows, cols int) error {
 	var errno syscall.Errno
 	// Through SyscallConn, not Fd, so the master stays non-blocking.
 	if err := rc.Control(func(fd uintptr) {
-		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCSWINSZ, uintptr(unsafe.Pointer(&ws)))
+		errno = setWinsize(fd, &ws)
 	}); err != nil {
 		return err
 	}
@@ -214,24 +196,13 @@ func (p *sessionProc) Resize(rows, cols int) error {
 	return nil
 }
 
-var sessionSignals = map[string]syscall.Signal{
-	"TERM": syscall.SIGTERM,
-	"KILL": syscall.SIGKILL,
-	"INT":  syscall.SIGINT,
-	"HUP":  syscall.SIGHUP,
-	"TSTP": syscall.SIGTSTP,
-	"QUIT": syscall.SIGQUIT,
-	"USR1": syscall.SIGUSR1,
-	"USR2": syscall.SIGUSR2,
-}
-
 // Signal sends sig to the process group (the process is its leader).
 func (p *sessionProc) Signal(sig string) error {
 	s, ok := sessionSignals[sig]
 	if !ok {
 		return errorf(http.StatusBadRequest, "unsupported signal: %s", sig)
 	}
-	return syscall.Kill(-p.cmd.Process.Pid, s)
+	return kill(-p.cmd.Process.Pid, s)
 }
 
 // Kill ends the process group and, with a TTY, every process of the
@@ -239,7 +210,7 @@ func (p *sessionProc) Signal(sig string) error {
 // own).
 func (p *sessionProc) Kill() error {
 	pid := p.cmd.Process.Pid
-	err := syscall.Kill(-pid, syscall.SIGKILL)
+	err := kill(-pid, syscall.SIGKILL)
 	if errors.Is(err, syscall.ESRCH) {
 		err = nil
 	}
@@ -252,7 +223,7 @@ func (p *sessionProc) Kill() error {
 // killSession sends SIGKILL to every process whose session id is sid.
 func killSession(sid int) {
 	for _, pid := range proc.InSession(sid) {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+		_ = kill(pid, syscall.SIGKILL)
 	}
 }
 

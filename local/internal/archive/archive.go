@@ -16,6 +16,9 @@
 // exclusively (a name given twice is an error); and the number of entries
 // and the bytes written are bounded. All of it goes through an os.Root, so
 // even a mistake here cannot reach outside the target directory.
+//
+// On a system that cannot open a file without following a link (Windows),
+// Write and Extract refuse to work.
 package archive
 
 import (
@@ -83,6 +86,9 @@ func (l Limits) check(s Stats) error {
 // "workspace") into w. A top that does not exist is skipped. Entry names
 // are relative to root, with forward slashes. Write stops with ctx.
 func Write(ctx context.Context, w io.Writer, root string, tops []string, lim Limits) (Stats, error) {
+	if err := supported(); err != nil {
+		return Stats{}, err
+	}
 	zw, err := zstd.NewWriter(w, zstd.WithEncoderLevel(level))
 	if err != nil {
 		return Stats{}, err
@@ -130,8 +136,8 @@ func writeEntry(tw *tar.Writer, p, name string, d fs.DirEntry, st *Stats, lim Li
 		return err
 	}
 	hdr := &tar.Header{Name: name, Mode: tarMode(fi.Mode()), ModTime: fi.ModTime()}
-	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
-		hdr.Uid, hdr.Gid = int(sys.Uid), int(sys.Gid)
+	if o := OwnerOf(fi); o != nil {
+		hdr.Uid, hdr.Gid = o.UID, o.GID
 	}
 	var f *os.File
 	switch {
@@ -147,7 +153,7 @@ func writeEntry(tw *tar.Writer, p, name string, d fs.DirEntry, st *Stats, lim Li
 	case fi.Mode().IsRegular():
 		// O_NOFOLLOW and O_NONBLOCK: if the name were swapped for a link
 		// or a pipe since the lstat, opening fails or does not hang.
-		f, err = os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		f, err = os.OpenFile(p, os.O_RDONLY|noFollow|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			return err
 		}
@@ -218,6 +224,9 @@ type Owner struct{ UID, GID int }
 // with a non-nil owner, every entry is given to it. Extract stops with ctx
 // and when the archive holds more than lim allows.
 func Extract(ctx context.Context, r io.Reader, root string, tops []string, owner *Owner, lim Limits) (Stats, error) {
+	if err := supported(); err != nil {
+		return Stats{}, err
+	}
 	zr, err := zstd.NewReader(r, zstd.WithDecoderMaxWindow(maxWindow), zstd.WithDecoderMaxMemory(maxWindow))
 	if err != nil {
 		return Stats{}, fmt.Errorf("archive: %w", err)
@@ -415,7 +424,7 @@ func (x *extractor) file(name string, mode fs.FileMode, hdr *tar.Header, r io.Re
 	// O_EXCL: a name that exists already (a duplicate entry, or a link
 	// made by an earlier entry) is an error, never something to write
 	// through.
-	f, err := x.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	f, err := x.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, 0o600)
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -50,7 +49,7 @@ func launchChromium(t *testing.T) (*Controller, string) {
 	cmd := exec.Command(bin, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
 		"--window-size=1280,720", "--remote-debugging-port=0", "--user-data-dir="+profile, "about:blank")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownGroup(cmd)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +86,7 @@ func launchChromium(t *testing.T) (*Controller, string) {
 	t.Cleanup(func() {
 		c.Close()
 		// The whole process group: Chromium's helpers too.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		killGroup(cmd)
 		_ = cmd.Wait()
 		_ = os.RemoveAll(profile)
 	})

@@ -40,10 +40,7 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/upstash/box-go/local/internal/cgroup"
-	"github.com/upstash/box-go/local/internal/proc"
 )
 
 // Mode selects how a box is isolated.
@@ -198,15 +195,15 @@ func (l Layout) migrate() error {
 // without following links. It does nothing when dir already belongs to
 // owner: only a tree made by another layout or identity needs the walk.
 func chownTree(dir string, owner int) error {
-	var st unix.Stat_t
-	if err := unix.Lstat(dir, &st); err != nil {
+	mine, err := ownedBy(dir, owner)
+	if err != nil {
 		return err
 	}
-	if int(st.Uid) == owner && int(st.Gid) == owner {
+	if mine {
 		// New directories made below it by Prepare are root's.
 		for _, d := range []string{"workspace", "workspace/home", "home", "tmp"} {
 			p := filepath.Join(dir, d)
-			if err := unix.Lstat(p, &st); err == nil && (int(st.Uid) != owner || int(st.Gid) != owner) {
+			if mine, err := ownedBy(p, owner); err == nil && !mine {
 				if err := os.Lchown(p, owner, owner); err != nil {
 					return err
 				}
@@ -411,11 +408,7 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	}()
 	egress, err := os.Open(os.DevNull)
 	if spec.EgressSocket != "" {
-		var fd int
-		fd, err = unix.Open(spec.EgressSocket, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err == nil {
-			egress = os.NewFile(uintptr(fd), spec.EgressSocket)
-		}
+		egress, err = openPath(spec.EgressSocket)
 	}
 	if err != nil {
 		return fail(fmt.Errorf("sandbox: egress socket: %w", err))
@@ -518,7 +511,7 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		cmd.Stdout = spec.Log
 		cmd.Stderr = spec.Log
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = launcherAttr()
 	if err := launch(); err != nil {
 		return fail(fmt.Errorf("sandbox: start: %w", err))
 	}
@@ -548,8 +541,7 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	}
 	// bubblewrap's init waits for its command, which waits for the
 	// configuration boxd has not sent yet: the pid is still its own.
-	if fd, err := unix.PidfdOpen(s.init, 0); err == nil {
-		f := os.NewFile(uintptr(fd), "pidfd")
+	if f, err := pidfdOpen(s.init); err == nil {
 		s.fdMu.Lock()
 		if s.cleaned {
 			f.Close()
@@ -593,12 +585,11 @@ func listenAgent(path string) (listener, sock *os.File, err error) {
 	// The path stays until the next start replaces it; boxd connects
 	// through its own descriptor, not the path.
 	l.SetUnlinkOnClose(false)
-	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	sock, err = openPath(path)
 	if err != nil {
 		l.Close()
 		return nil, nil, fmt.Errorf("sandbox: agent socket: %w", err)
 	}
-	sock = os.NewFile(uintptr(fd), path)
 	listener, err = l.File()
 	l.Close()
 	if err != nil {
@@ -908,7 +899,7 @@ func (s *Sandbox) Pause() error {
 		}
 	} else {
 		s.sigs = &signalFreezer{pid: s.init}
-		s.sigs.signal(syscall.SIGSTOP)
+		s.sigs.stop()
 	}
 	s.paused = true
 	return nil
@@ -922,7 +913,7 @@ func (s *Sandbox) Resume() error {
 		return nil
 	}
 	if s.sigs != nil {
-		s.sigs.signal(syscall.SIGCONT)
+		s.sigs.cont()
 		s.sigs = nil
 	} else if err := s.group.Thaw(); err != nil {
 		return err
@@ -940,7 +931,7 @@ func (s *Sandbox) Kill() {
 	}
 	s.mu.Lock()
 	if s.sigs != nil {
-		s.sigs.signal(syscall.SIGCONT)
+		s.sigs.cont()
 		s.sigs = nil
 	}
 	s.paused = false
@@ -951,7 +942,7 @@ func (s *Sandbox) Kill() {
 		// With bubblewrap the PID namespace ends with its init; without
 		// isolation the agent's children have process groups of their
 		// own and would otherwise outlive it.
-		(&signalFreezer{pid: s.init}).signal(syscall.SIGKILL)
+		(&signalFreezer{pid: s.init}).kill()
 	}
 	s.killInit()
 	_ = s.cmd.Process.Kill() // the launcher: os/exec knows whether it is gone
@@ -970,11 +961,7 @@ func (s *Sandbox) killInit() {
 	if s.initFD == nil {
 		return
 	}
-	rc, err := s.initFD.SyscallConn()
-	if err != nil {
-		return
-	}
-	_ = rc.Control(func(fd uintptr) { _ = unix.PidfdSendSignal(int(fd), unix.SIGKILL, nil, 0) })
+	pidfdKill(s.initFD)
 }
 
 // cleanup releases what the sandbox held once it has exited: whatever is
@@ -1007,16 +994,6 @@ func (s *Sandbox) cleanup() {
 // cannot die), killed, and its control groups removed. It is safe to call
 // for a box that has nothing left.
 func Reap(id string) { cgroup.Reap(id) }
-
-// signalFreezer stops the sandbox's process tree with signals. It is the
-// fallback when no cgroup freezer can be used (boxd not running as root).
-type signalFreezer struct{ pid int }
-
-func (s *signalFreezer) signal(sig syscall.Signal) {
-	for _, p := range append([]int{s.pid}, proc.Descendants(s.pid)...) {
-		_ = syscall.Kill(p, sig)
-	}
-}
 
 // Available reports whether bubblewrap can start a sandbox on this
 // machine, the way Start does: as root, in a user namespace of its own

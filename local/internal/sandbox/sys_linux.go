@@ -1,0 +1,73 @@
+package sandbox
+
+import (
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/upstash/box-go/local/internal/proc"
+)
+
+// The system calls that sandbox.go makes, which only Linux has. Their
+// stand-ins for other systems are in sandbox_other.go.
+
+// openPath opens path itself, not what it names (O_PATH), without
+// following a link: a handle that keeps reaching the socket boxd made
+// whatever becomes of the path since.
+func openPath(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// launcherAttr is how the sandbox's first process (bubblewrap, or the agent
+// without isolation) is started: in a process group of its own, and killed
+// when the thread that started it ends.
+func launcherAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// pidfdOpen returns a pidfd of process pid.
+func pidfdOpen(pid int) (*os.File, error) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "pidfd"), nil
+}
+
+// pidfdKill sends SIGKILL to the process of pidfd f.
+func pidfdKill(f *os.File) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) { _ = unix.PidfdSendSignal(int(fd), unix.SIGKILL, nil, 0) })
+}
+
+// ownedBy reports whether p itself (not what a link names) belongs to
+// uid and gid owner.
+func ownedBy(p string, owner int) (bool, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		return false, err
+	}
+	return int(st.Uid) == owner && int(st.Gid) == owner, nil
+}
+
+// signalFreezer stops the sandbox's process tree with signals. It is the
+// fallback when no cgroup freezer can be used (boxd not running as root).
+type signalFreezer struct{ pid int }
+
+func (s *signalFreezer) stop() { s.signal(syscall.SIGSTOP) }
+func (s *signalFreezer) cont() { s.signal(syscall.SIGCONT) }
+func (s *signalFreezer) kill() { s.signal(syscall.SIGKILL) }
+
+func (s *signalFreezer) signal(sig syscall.Signal) {
+	for _, p := range append([]int{s.pid}, proc.Descendants(s.pid)...) {
+		_ = syscall.Kill(p, sig)
+	}
+}
