@@ -56,6 +56,9 @@ func browserBoxd(t *testing.T, models *browsertest.Models) (*box.Client, *counte
 		DataDir:           t.TempDir(), APIKey: key, Isolation: isolation,
 		ModelProviderURLs: map[string]string{"anthropic": models.URL, "openai": models.URL + "/v1"},
 	})
+	if errors.Is(err, local.ErrUnsupportedOS) {
+		t.Skip(err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

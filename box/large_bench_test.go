@@ -27,7 +27,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -315,9 +314,7 @@ func TestLargeTransferClient(t *testing.T) {
 		default:
 			return clientReport{Error: "unknown job " + job}
 		}
-		var ru syscall.Rusage
-		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-		r.PeakRSS = ru.Maxrss * 1024
+		r.PeakRSS = peakRSS()
 		return r
 	}()
 	out, _ := json.Marshal(rep)

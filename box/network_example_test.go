@@ -1,3 +1,8 @@
+//go:build linux
+
+// Examples run against an embedded boxd, which runs boxes only on Linux;
+// an Example cannot skip, so elsewhere this file is left out.
+
 package box_test
 
 import (

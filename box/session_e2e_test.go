@@ -1,3 +1,9 @@
+//go:build linux
+
+// These tests and ExampleExec_Session run against an embedded boxd, which
+// runs boxes only on Linux; an Example cannot skip, so elsewhere this file
+// is left out.
+
 package box_test
 
 import (

@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -129,15 +128,6 @@ func benchFrozen(b *testing.B, bx *box.Box) time.Duration {
 	}
 	b.Fatal("no snapshot in the box's log")
 	return 0
-}
-
-// cpuTime is the user and system CPU time this process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func benchRun(b *testing.B, bx *box.Box, cmd string) string {

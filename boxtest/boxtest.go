@@ -16,6 +16,9 @@
 // failure instead. Boxes run on the host's /usr (local.RootHost); set
 // local.Config.Root and Images with WithConfig to test runtime images.
 //
+// boxd runs boxes only on Linux: on other systems NewServer skips the test
+// (t.Skip) and says so.
+//
 // As root, boxd keeps one goroutine for the life of the process (the
 // thread of its mount namespace): a leak checker such as goleak ignores
 // local.MountThreadFunction.
@@ -30,6 +33,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -103,7 +107,9 @@ func NewServer(t testing.TB, opts ...Option) *Server {
 	}
 	if o.isolation == "" {
 		o.isolation = local.IsolationBwrap
-		if err := local.CheckIsolation(); err != nil {
+		if err := local.CheckIsolation(); errors.Is(err, local.ErrUnsupportedOS) {
+			skipOS(t)
+		} else if err != nil {
 			if os.Getenv("BOXTEST_REQUIRE_BWRAP") != "" {
 				t.Fatalf("boxtest: bubblewrap is required (BOXTEST_REQUIRE_BWRAP is set): %v", err)
 			}
@@ -120,6 +126,9 @@ func NewServer(t testing.TB, opts ...Option) *Server {
 		f(&cfg)
 	}
 	srv, err := local.New(cfg)
+	if errors.Is(err, local.ErrUnsupportedOS) {
+		skipOS(t)
+	}
 	if err != nil {
 		t.Fatalf("boxtest: %v", err)
 	}
@@ -139,6 +148,12 @@ func NewServer(t testing.TB, opts ...Option) *Server {
 		t.Fatalf("boxtest: client: %v", err)
 	}
 	return s
+}
+
+// skipOS skips the test on a system where boxd cannot run.
+func skipOS(t testing.TB) {
+	t.Helper()
+	t.Skipf("boxtest: boxd runs boxes only on Linux, not on %s", runtime.GOOS)
 }
 
 func (s *Server) close() {

@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -292,7 +291,8 @@ func ownerOf(t *testing.T, path string) uint32 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fi.Sys().(*syscall.Stat_t).Uid
+	uid, _ := fileOwner(fi)
+	return uid
 }
 
 // liveProc is a process seen in /proc: its pid, its real uid, and the

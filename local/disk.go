@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // DefaultMinFreeDisk is the free space boxd keeps on its data directory's
@@ -29,11 +27,7 @@ func (s *Server) minFreeDisk() int64 {
 // freeDisk returns the bytes free to boxd on the data directory's file
 // system.
 func (s *Server) freeDisk() (int64, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(s.cfg.DataDir, &st); err != nil {
-		return 0, err
-	}
-	return int64(st.Bavail) * st.Bsize, nil
+	return freeBytes(s.cfg.DataDir)
 }
 
 // needDisk refuses, with 507, what would grow the data directory (what)

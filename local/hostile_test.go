@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -136,10 +135,10 @@ done; true`
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := fi.Sys().(*syscall.Stat_t)
+	uid, _ := fileOwner(fi)
 	content, _ := os.ReadFile(victim)
-	if string(content) != "host file\n" || fi.Mode().Perm() != 0o640 || int(st.Uid) != os.Geteuid() {
-		t.Errorf("host file through a planted link: %q, mode %v, owner %d", content, fi.Mode(), st.Uid)
+	if string(content) != "host file\n" || fi.Mode().Perm() != 0o640 || int(uid) != os.Geteuid() {
+		t.Errorf("host file through a planted link: %q, mode %v, owner %d", content, fi.Mode(), uid)
 	}
 	if n := dialled.Load(); n != 0 {
 		t.Errorf("boxd connected %d times to a host socket a planted link named", n)
@@ -188,7 +187,7 @@ func procStatus(t *testing.T, pid int) map[string]string {
 // boxd runs on) and returns its combined output and error.
 func asHostUser(argv ...string) (string, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000, Groups: []uint32{}}}
+	cmd.SysProcAttr = hostUserAttr()
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -349,7 +348,7 @@ func TestBrokenAgentRecovers(t *testing.T) {
 		t.Fatal("no agent process found")
 	}
 	old := sandboxOf(b.ID())
-	if err := syscall.Kill(agent, syscall.SIGKILL); err != nil {
+	if err := killPid(agent); err != nil {
 		t.Fatal(err)
 	}
 	// boxd ends the sandbox that has lost its agent, background job and

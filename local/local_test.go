@@ -21,7 +21,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -821,7 +820,7 @@ func TestSandboxKilledFromOutside(t *testing.T) {
 		t.Fatal("no sandbox process found")
 	}
 	for _, pid := range pids {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+		_ = killPid(pid)
 	}
 	// Gone from /proc means reaped by boxd, not only dead.
 	if !waitFor(5*time.Second, func() bool {

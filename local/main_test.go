@@ -1,6 +1,9 @@
 package local_test
 
 import (
+	"fmt"
+	"os"
+	"runtime"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -15,6 +18,12 @@ import (
 //
 // The package's init hook (local/reexec.go) runs before TestMain, so the
 // test binary can serve as the in-box agent that boxd re-executes.
+//
+// boxd runs only on Linux: elsewhere the tests are skipped, all at once.
 func TestMain(m *testing.M) {
+	if runtime.GOOS != "linux" {
+		fmt.Printf("skipping boxd's tests: %v\n", local.ErrUnsupportedOS)
+		os.Exit(0)
+	}
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction(local.MountThreadFunction))
 }

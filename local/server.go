@@ -11,6 +11,9 @@
 // main does anything else: importing the package is enough, because the
 // agent re-executes the program's own binary with an environment variable
 // that the hook recognises.
+//
+// boxd runs only on Linux: elsewhere the package builds, and New fails
+// with ErrUnsupportedOS.
 package local
 
 import (
@@ -204,6 +207,9 @@ type Server struct {
 // New opens the data directory and returns a Server. It does not listen;
 // use it as an http.Handler or call Serve.
 func New(cfg Config) (*Server, error) {
+	if err := osSupported(); err != nil {
+		return nil, err
+	}
 	if cfg.DataDir == "" {
 		return nil, errors.New("boxd: DataDir is required")
 	}
@@ -535,5 +541,11 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 }
 
 // CheckIsolation reports whether bubblewrap sandboxes can be started on
-// this machine; nil means IsolationBwrap will work.
-func CheckIsolation() error { return sandbox.Available(boxUIDFirst) }
+// this machine; nil means IsolationBwrap will work. Off Linux, where boxd
+// runs in no mode, the error wraps ErrUnsupportedOS.
+func CheckIsolation() error {
+	if err := osSupported(); err != nil {
+		return err
+	}
+	return sandbox.Available(boxUIDFirst)
+}

@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/upstash/box-go/gen"
@@ -474,9 +473,5 @@ func boxOwner(t sandbox.Tree) (*archive.Owner, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return nil, nil
-	}
-	return &archive.Owner{UID: int(st.Uid), GID: int(st.Gid)}, nil
+	return archive.OwnerOf(fi), nil
 }

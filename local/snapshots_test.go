@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -259,8 +258,7 @@ func TestRestoreRefusesDamagedArchives(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			st := fi.Sys().(*syscall.Stat_t)
-			return st.Uid, st.Gid
+			return fileOwner(fi)
 		}
 		fu, fg := owner(r.ID(), "workspace/home/data.txt")
 		tu, tg := owner(r.ID(), "workspace")

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -31,7 +32,10 @@ func Connect(ctx context.Context) (*box.Client, func(), error) {
 		return nil, nil, err
 	}
 	isolation := local.IsolationBwrap
-	if err := local.CheckIsolation(); err != nil {
+	if err := local.CheckIsolation(); errors.Is(err, local.ErrUnsupportedOS) {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	} else if err != nil {
 		fmt.Printf("backend: %v; running boxes WITHOUT isolation\n", err)
 		isolation = local.IsolationNone
 	}
