@@ -2,13 +2,16 @@
 
 .PHONY: help
 .PHONY: generate check-generate
-.PHONY: deps demo test vet bench boxd
+.PHONY: deps demo test vet cross-vet bench boxd
 
 # The generator is pinned in tools/go.mod so that library users never inherit it.
 OAPI_CODEGEN := go tool -modfile=tools/go.mod oapi-codegen
 GEN_CONFIG := gen/oapi-codegen.yaml
 GEN_OUTPUT := gen/box.gen.go
 SPEC := api/openapi.yaml
+# Where the SDK and the CLI must build besides Linux (boxd runs only there,
+# and builds everywhere with stubs that say so).
+CROSS_PLATFORMS := darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 
 help: ## List the targets.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-16s %s\n", $$1, $$2}'
@@ -33,9 +36,16 @@ demo: deps ## Run the examples (embedded boxd unless UPSTASH_BOX_API_KEY is set)
 	go run ./examples/quickstart
 	go run ./examples/agent
 
-vet: ## gofmt and go vet.
+vet: ## gofmt and go vet, here and for macOS and Windows.
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
+	@$(MAKE) --no-print-directory cross-vet
+
+cross-vet: ## go vet, tests included, for every platform in CROSS_PLATFORMS: a Linux-only call outside a _linux.go file fails here.
+	@for p in $(CROSS_PLATFORMS); do \
+		echo "GOOS=$${p%/*} GOARCH=$${p#*/} go vet ./..."; \
+		GOOS=$${p%/*} GOARCH=$${p#*/} go vet ./... || exit 1; \
+	done
 
 test: ## Everything CI checks: generated code, vet, and all tests with the race detector.
 	@./scripts/deps.sh --tests
