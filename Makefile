@@ -2,13 +2,20 @@
 
 .PHONY: help
 .PHONY: generate check-generate
-.PHONY: deps demo test vet bench boxd
+.PHONY: deps demo test vet bench boxd tidy
 
 # The generator is pinned in tools/go.mod so that library users never inherit it.
-OAPI_CODEGEN := go tool -modfile=tools/go.mod oapi-codegen
+# -modfile does not work in workspace mode, hence GOWORK=off.
+OAPI_CODEGEN := GOWORK=off go tool -modfile=tools/go.mod oapi-codegen
 GEN_CONFIG := gen/oapi-codegen.yaml
 GEN_OUTPUT := gen/box.gen.go
 SPEC := api/openapi.yaml
+
+# Every module of go.work (the SDK at the root, boxd, boxtest, the commands,
+# the examples, the end-to-end tests and two shared helpers), as package
+# patterns: in a workspace, ./... names only the module of the current
+# directory.
+ALL := $(shell go list -m -f '{{.Dir}}/...')
 
 help: ## List the targets.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-16s %s\n", $$1, $$2}'
@@ -35,16 +42,19 @@ demo: deps ## Run the examples (embedded boxd unless UPSTASH_BOX_API_KEY is set)
 
 vet: ## gofmt and go vet.
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	go vet ./...
+	go vet $(ALL)
 
 test: ## Everything CI checks: generated code, vet, and all tests with the race detector.
 	@./scripts/deps.sh --tests
 	$(MAKE) check-generate
 	$(MAKE) vet
-	go test -race -count=1 -timeout 15m ./...
+	go test -race -count=1 -timeout 15m $(ALL)
 
 bench: deps ## Run the benchmarks.
-	go test -run '^$$' -bench . -benchmem -count=1 ./...
+	go test -run '^$$' -bench . -benchmem -count=1 $(ALL)
+
+tidy: ## go mod tidy in every module.
+	./scripts/tidy.sh
 
 boxd: ## Build boxd into bin/.
 	go build -o bin/boxd ./cmd/boxd
