@@ -140,7 +140,7 @@ func (a *app) initDemoCmd() *cobra.Command {
 			// The key is never written into the files: .env is for the
 			// user to fill in, and a key given to this command reaches
 			// the program through its environment.
-			gomod := "module box-demo\n\ngo 1.26\n"
+			gomod := "module box-demo\n\ngo 1.25\n" // the SDK's own go directive
 			if v := sdkVersion(); v != "" {
 				gomod += "\nrequire github.com/upstash/box-go " + v + "\n"
 			}

@@ -579,8 +579,8 @@ func TestREPL(t *testing.T) {
 	_ = m
 }
 
-// fetchModules puts every module of this module's build list in the
-// module cache, once per test binary, the tests of its dependencies'
+// fetchModules puts every module of the SDK's build list (the module at
+// the repository's root) in the module cache, once per test binary, the tests of its dependencies'
 // packages included: a demo's go mod tidy, which the tests then run
 // offline (GOPROXY=off), asks for those too, and a module cache filled by
 // building this repository alone lacks some of them.
