@@ -10,7 +10,9 @@
 // processes run in a user namespace where the box user (uid 1000) is a host
 // uid that no other box and no host user has (Spec.UID), with no other uid
 // mapped, and in control groups that bound its CPU, memory and processes.
-// A seccomp filter refuses the kernel keyring calls in every sandbox.
+// The namespace belongs to that uid (see newUserns), so the kernel's
+// per-user counts are the box's own. A seccomp filter refuses the kernel
+// keyring calls in every sandbox.
 //
 // boxd never reaches into anything a box can write by path: the agent's
 // listening socket and the egress socket live in boxd's private directory
@@ -703,7 +705,7 @@ func (s *Sandbox) bwrapArgs() ([]string, []*os.File, error) {
 		if agent, err = st.agent(spec.Agent); err != nil {
 			return nil, files, err
 		}
-		ns, err := newUserns(spec.Agent, spec.UID)
+		ns, err := newUserns(spec.UID)
 		if err != nil {
 			return nil, files, err
 		}
@@ -1022,11 +1024,7 @@ func Available(probeUID int) error {
 	cmd := exec.Command(bwrap)
 	launch := cmd.Start
 	if os.Geteuid() == 0 {
-		exe, err := os.Executable()
-		if err != nil {
-			return err
-		}
-		ns, err := newUserns(exe, probeUID)
+		ns, err := newUserns(probeUID)
 		if err != nil {
 			return err
 		}
