@@ -341,6 +341,14 @@ func (m *boxes) start(b *store.Box) (*sandbox.Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start box: %w", err)
 	}
+	limits := m.srv.cfg.Sizes.of(b.Size)
+	if m.srv.cfg.Isolation == sandbox.ModeBwrap {
+		// Without isolation a box's processes are the operator's own,
+		// and the agent would start the host's programs traced, without
+		// their file capabilities.
+		soft, hard := sandbox.BoxNoFile(limits.Pids)
+		cfg.OpenFiles = &agent.OpenFiles{Soft: soft, Hard: hard}
+	}
 	cfg.EgressSocket, cfg.ProxyListen, cfg.CABundle = sandbox.EgressPath, bn.ProxyListen, bn.CABundle
 	if root != "" {
 		cfg.CABundle = sandbox.ImageCABundle
@@ -356,7 +364,6 @@ func (m *boxes) start(b *store.Box) (*sandbox.Sandbox, error) {
 	defer logf.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	limits := m.srv.cfg.Sizes.of(b.Size)
 	sb, err := sandbox.Start(ctx, sandbox.Spec{
 		ID:           b.ID,
 		Layout:       l,

@@ -1,7 +1,7 @@
 package local_test
 
 // Attacks through what the kernel keeps per user or per host rather than
-// per box.
+// per box (inotify, open files, the OOM killer's choice).
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/upstash/box-go/box"
 	"github.com/upstash/box-go/boxtest"
+	"github.com/upstash/box-go/local/internal/sandbox"
 )
 
 // inotifyFlood takes every inotify instance a box may have and holds
@@ -106,6 +107,21 @@ func TestInotifyFloodStaysInItsBox(t *testing.T) {
 	}
 }
 
+// agentOf returns the host pid of b's agent: the child of the sandbox's
+// init whose program is /run/boxd-agent.
+func agentOf(t *testing.T, b *box.Box) int {
+	t.Helper()
+	for _, p := range sandboxOf(b.ID()) {
+		for _, c := range childrenOf(p) {
+			if cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", c)); strings.HasPrefix(string(cmd), "/run/boxd-agent") {
+				return c
+			}
+		}
+	}
+	t.Fatal("no agent process found")
+	return 0
+}
+
 // runPython runs code with python3 in b and returns its standard output.
 func runPython(t *testing.T, b *box.Box, code string) string {
 	t.Helper()
@@ -117,4 +133,97 @@ func runPython(t *testing.T, b *box.Box, code string) string {
 		t.Fatalf("python in the box: exit %d, %q %q", r.ExitCode, r.Stdout, r.Stderr)
 	}
 	return r.Stdout
+}
+
+// TestBoxProcessLimits checks what each box's process inherits: a bound
+// on its open files (boxes used to get boxd's own, 20,000 here), and an
+// oom_score_adj above boxd's that it cannot lower.
+func TestBoxProcessLimits(t *testing.T) {
+	t.Parallel()
+	requireRootSandbox(t)
+	srv := boxtest.NewServer(t)
+	b := newBox(t, srv, nil)
+
+	raw, err := os.ReadFile("/proc/sys/fs/file-max")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fileMax, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var boxd unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &boxd); err != nil {
+		t.Fatal(err)
+	}
+	_, hard := sandbox.BoxNoFile(1024) // a small box's processes
+	// All 1,024 processes of a small box at their limit hold at most
+	// half of the host's open files, but for the floor of 1,024 each.
+	if hard > 1024 && hard*1024 > uint64(fileMax)/2 || hard < 1024 || hard > boxd.Max {
+		t.Errorf("a small box's processes may each open %d files, with fs.file-max %d and boxd's own limit %d", hard, fileMax, boxd.Max)
+	}
+	want := fmt.Sprintf("%d %d\n", sandbox.NoFileSoft, hard)
+	if got := mustExec(t, b, "echo $(ulimit -Sn) $(ulimit -Hn)"); got != want {
+		t.Errorf("open files in a box (soft, hard) = %q, want %q (boxd's own: %d %d)", got, want, boxd.Cur, boxd.Max)
+	}
+	if got := mustExec(t, b, fmt.Sprintf("ulimit -n %d && ulimit -n", hard)); got != fmt.Sprintf("%d\n", hard) {
+		t.Errorf("a box's process raising its soft limit to the hard one: %q", got)
+	}
+	if r, err := b.Exec.Command(t.Context(), fmt.Sprintf("ulimit -Hn %d", hard+1)); err != nil || r.ExitCode == 0 {
+		t.Errorf("a box's process raised its hard limit of open files: %+v %v", r, err)
+	}
+	// A process of the box, and one that the agent did not start itself
+	// (a background job's child), hold the bound.
+	pid := boxProcess(t, b)
+	limits, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(limits), fmt.Sprintf("Max open files            %-20d %-20d files", sandbox.NoFileSoft, hard)) {
+		t.Errorf("a box process's limits:\n%s", limits)
+	}
+
+	// The agent keeps a limit of its own, above its processes': it
+	// serves every call to the box.
+	agent := agentOf(t, b)
+	limits, err = os.ReadFile(fmt.Sprintf("/proc/%d/limits", agent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := min(uint64(sandbox.AgentNoFile), boxd.Max)
+	if !strings.Contains(string(limits), fmt.Sprintf("Max open files            %-20d %-20d files", n, n)) {
+		t.Errorf("the agent's limits:\n%s", limits)
+	}
+
+	// Under host-wide memory pressure the kernel kills a box's process
+	// before boxd; the box cannot change that.
+	self, err := os.ReadFile("/proc/self/oom_score_adj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mustExec(t, b, "cat /proc/self/oom_score_adj"); got != fmt.Sprintf("%d\n", sandbox.OOMScoreAdj) || strings.TrimSpace(string(self)) != "0" {
+		t.Errorf("oom_score_adj: %q in a box, %q in boxd", got, self)
+	}
+	// The floor (oom_score_adj_min) is set by a writer with
+	// CAP_SYS_RESOURCE; root in some containers lacks it.
+	if capEff(t)&(1<<unix.CAP_SYS_RESOURCE) != 0 {
+		if r, err := b.Exec.Command(t.Context(), "echo 0 > /proc/self/oom_score_adj && cat /proc/self/oom_score_adj"); err != nil || r.ExitCode == 0 {
+			t.Errorf("a box's process lowered its oom_score_adj: %+v %v", r, err)
+		}
+	} else {
+		t.Log("boxd has no CAP_SYS_RESOURCE here: a box's processes may lower their oom_score_adj to 0")
+	}
+	if got := mustExec(t, b, "echo 600 > /proc/self/oom_score_adj && cat /proc/self/oom_score_adj"); got != "600\n" {
+		t.Errorf("a box's process raising its oom_score_adj: %q", got)
+	}
+}
+
+// capEff returns this process's effective capabilities.
+func capEff(t *testing.T) uint64 {
+	t.Helper()
+	v, err := strconv.ParseUint(procStatus(t, os.Getpid())["CapEff"], 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

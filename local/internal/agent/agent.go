@@ -45,6 +45,9 @@ type Config struct {
 	// Path is PATH in the box; empty is sandbox.Path. A box whose root is
 	// an image has the image's.
 	Path string `json:"path,omitempty"`
+	// OpenFiles, when set, is the limit of open files of the box's
+	// processes, below the agent's own.
+	OpenFiles *OpenFiles `json:"open_files,omitempty"`
 }
 
 // Agent serves one box.

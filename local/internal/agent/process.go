@@ -79,7 +79,7 @@ func (a *Agent) serveProcess(w http.ResponseWriter, r *http.Request) {
 	if req.MergeStderr {
 		errOut = nil
 	}
-	res, err := runStreaming(r.Context(), cmd, fw, errOut, 0)
+	res, err := a.runStreaming(r.Context(), cmd, fw, errOut, 0)
 	if err != nil {
 		w.Header().Set(TrailerError, err.Error())
 		return

@@ -24,7 +24,7 @@ func TestWaitSparesBackgroundJobs(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cmd := exec.Command("sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $!")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		res, err := run(ctx, cmd, time.Minute)
+		res, err := New(Config{}, nil).run(ctx, cmd, time.Minute)
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("run: %+v, %v", res, err)
 		}

@@ -12,7 +12,8 @@
 // mapped, and in control groups that bound its CPU, memory and processes.
 // The namespace belongs to that uid (see newUserns), so the kernel's
 // per-user counts are the box's own. A seccomp filter refuses the kernel
-// keyring calls in every sandbox.
+// keyring calls in every sandbox. Every box's processes start with bounded
+// open files and an oom_score_adj above boxd's (limits.go).
 //
 // boxd never reaches into anything a box can write by path: the agent's
 // listening socket and the egress socket live in boxd's private directory
@@ -514,6 +515,7 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	default:
 		return fail(fmt.Errorf("sandbox: unknown isolation mode %q", spec.Mode))
 	}
+	bound(cmd)
 	cmd.Stdin = cfgR
 	cmd.ExtraFiles = files
 	if spec.Log != nil {
