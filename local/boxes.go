@@ -155,12 +155,20 @@ func (m *boxes) dialAgent(ctx context.Context, r *runtime) (net.Conn, error) {
 		}
 		r.mu.Unlock()
 		if current {
-			m.srv.logf(r.id, "warn", "system", "the box's agent does not answer; starting a new sandbox")
+			msg := "the box's agent does not answer; starting a new sandbox"
+			if sb.Hung() {
+				msg = hungMessage
+			}
+			m.srv.logf(r.id, "warn", "system", msg)
 			sb.Kill()
 			r.transport.CloseIdleConnections()
 		}
 	}
 }
+
+// hungMessage is logged when a box's sandbox is replaced because its
+// agent stopped answering (sandbox.LivenessTimeout).
+var hungMessage = fmt.Sprintf("the box's agent did not answer for %v; starting a new sandbox", sandbox.LivenessTimeout)
 
 // newID returns a box id: "box-" and ten lower-case letters and digits, so
 // that it can be a DNS label in preview host names.
@@ -234,9 +242,13 @@ func (m *boxes) ensureRunning(ctx context.Context, b *store.Box) (*runtime, erro
 		if r.sb != nil {
 			select {
 			case <-r.sb.Done():
-				// The sandbox died (killed from outside, or crashed):
-				// start a new one.
-				m.srv.logf(b.ID, "warn", "system", "box sandbox exited; restarting it")
+				// The sandbox died (killed from outside, or crashed, or
+				// for an agent that stopped answering): start a new one.
+				if r.sb.Hung() {
+					m.srv.logf(b.ID, "warn", "system", hungMessage)
+				} else {
+					m.srv.logf(b.ID, "warn", "system", "box sandbox exited; restarting it")
+				}
 				r.sb = nil
 				// Kept connections led to the old agent.
 				r.transport.CloseIdleConnections()

@@ -1,12 +1,14 @@
 package local_test
 
 // Attacks through what the kernel keeps per user or per host rather than
-// per box (inotify, open files, the OOM killer's choice).
+// per box (inotify, open files, the OOM killer's choice), and on the
+// in-box agent, which runs as the box's own user.
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/upstash/box-go/box"
 	"github.com/upstash/box-go/boxtest"
+	"github.com/upstash/box-go/local"
 	"github.com/upstash/box-go/local/internal/sandbox"
 )
 
@@ -226,4 +229,154 @@ func capEff(t *testing.T) uint64 {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// attackAgent, run in a box, finds the box's agent and tries to trace it
+// and to take its descriptors, and prints the errno of each (0: it
+// worked). An attach that works is undone at once, so that an agent
+// without the fix answers the rest of the test.
+const attackAgent = `import ctypes, os, platform
+libc = ctypes.CDLL(None, use_errno=True)
+agent = 0
+for p in os.listdir("/proc"):
+    if not p.isdigit():
+        continue
+    try:
+        cmd = open("/proc/%s/cmdline" % p, "rb").read()
+    except OSError:
+        continue
+    if cmd.startswith(b"/run/boxd-agent"):
+        agent = int(p)
+assert agent, "no agent"
+PTRACE_ATTACH, PTRACE_DETACH = 16, 17
+r = libc.ptrace(PTRACE_ATTACH, agent, 0, 0)
+attach = 0 if r == 0 else ctypes.get_errno()
+if r == 0:
+    os.waitpid(agent, 0x40000000)  # __WALL
+    libc.ptrace(PTRACE_DETACH, agent, 0, 0)
+nr = {"x86_64": (434, 438), "aarch64": (434, 438)}[platform.machine()]
+pidfd = libc.syscall(nr[0], agent, 0)
+getfd = libc.syscall(nr[1], pidfd, 3, 0) if pidfd >= 0 else -1
+getfd = 0 if getfd >= 0 else ctypes.get_errno()
+environ = 0
+try:
+    open("/proc/%d/environ" % agent).read()
+except OSError as e:
+    environ = e.errno
+print(attach, getfd, environ)
+`
+
+// TestAgentIsOutOfTheBoxsReach: the agent runs as the box's user, and
+// was dumpable, so a box's process could stop it with PTRACE_ATTACH (and
+// with it every call boxd made to the box), or take its listening socket
+// with pidfd_getfd and answer boxd's requests itself. Neither works now,
+// without help from Yama (this host has none), and the box answers.
+func TestAgentIsOutOfTheBoxsReach(t *testing.T) {
+	t.Parallel()
+	if isolation(t) != local.IsolationBwrap {
+		t.Skip("needs bubblewrap: without it the agent is boxd's user's")
+	}
+	srv := boxtest.NewServer(t)
+	b := newBox(t, srv, nil)
+	eperm := fmt.Sprintf("%d %d %d\n", syscall.EPERM, syscall.EPERM, syscall.EACCES)
+	if got := runPython(t, b, attackAgent); got != eperm {
+		t.Errorf("ptrace attach, pidfd_getfd and /proc/environ of the agent from the box: errno %q, want %q", got, eperm)
+	}
+	if got := mustExec(t, b, "echo still"); got != "still\n" {
+		t.Errorf("the box after the attack: %q", got)
+	}
+}
+
+// TestHungAgentIsReplaced stops a box's agent, as any process of the box
+// can (it runs as the box's user): calls to the box used to hang for as
+// long as their callers waited. Now a call fails within the liveness
+// bound, and the next one runs in a new sandbox.
+func TestHungAgentIsReplaced(t *testing.T) {
+	t.Parallel()
+	requireRootSandbox(t)
+	srv := boxtest.NewServer(t)
+	c := rawFor(t, srv)
+	b := newBox(t, srv, nil)
+	if err := b.Files.WriteText(t.Context(), "kept.txt", "kept"); err != nil {
+		t.Fatal(err)
+	}
+	bg := marker()
+	mustExec(t, b, "sleep "+bg+" >/dev/null 2>&1 &")
+	agent := agentOf(t, b)
+	old := sandboxOf(b.ID())
+	if err := syscall.Kill(agent, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(agent, syscall.SIGKILL) })
+
+	bound := sandbox.LivenessInterval + sandbox.LivenessTimeout
+	ctx, cancel := context.WithTimeout(t.Context(), 3*bound)
+	defer cancel()
+	start := time.Now()
+	r, err := c.send(ctx, "POST", "/v2/box/"+b.ID()+"/exec", execBody("echo hello"), nil)
+	took := time.Since(start)
+	t.Logf("the call to the stopped agent ended after %v: %v %v", took.Round(time.Millisecond), r, err)
+	if err != nil || r.status != 502 {
+		// The agent is still stopped: the rest would hang.
+		t.Fatalf("exec in a box whose agent is stopped: %v %v, want 502", r, err)
+	}
+	// The sandbox's kill and boxd's answer take a moment beyond the
+	// bound; the machine may be busy.
+	if took > bound+5*time.Second {
+		t.Errorf("the call to a stopped agent took %v; the bound is %v", took, bound)
+	}
+
+	// The next call works, in a new sandbox: the old one is gone, its
+	// background job with it.
+	if got := mustExec(t, b, "cat kept.txt"); got != "kept" {
+		t.Fatalf("exec after the agent was stopped = %q", got)
+	}
+	for _, p := range old {
+		if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(p))); err == nil {
+			t.Errorf("the hung sandbox's process %d still runs", p)
+		}
+	}
+	if len(procsWith("sleep "+bg)) != 0 {
+		t.Error("the hung sandbox's background job still runs")
+	}
+	logs, err := b.Logs(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, l := range logs {
+		found = found || strings.Contains(l.Message, "did not answer")
+	}
+	if !found {
+		t.Errorf("the box's logs do not say why its sandbox was replaced: %+v", logs)
+	}
+}
+
+// TestPausedBoxOutlivesLivenessChecks: a paused box's agent is frozen
+// and answers nothing, which is no reason to replace its sandbox. It
+// stays paused past the liveness bound, and resumes with its processes.
+func TestPausedBoxOutlivesLivenessChecks(t *testing.T) {
+	t.Parallel()
+	requireRootSandbox(t)
+	srv := boxtest.NewServer(t)
+	b := newBox(t, srv, nil)
+	bg := marker()
+	mustExec(t, b, "sleep "+bg+" >/dev/null 2>&1 &")
+	agent := agentOf(t, b)
+	if err := b.Pause(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(sandbox.LivenessInterval + sandbox.LivenessTimeout + 2*time.Second)
+	if err := syscall.Kill(agent, 0); err != nil {
+		t.Fatalf("the paused box's agent is gone: %v", err)
+	}
+	if err := b.Resume(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustExec(t, b, "pgrep -f 'sleep "+bg+"' >/dev/null && echo alive"); got != "alive\n" {
+		t.Errorf("the resumed box's background job: %q", got)
+	}
+	if now := agentOf(t, b); now != agent {
+		t.Errorf("the resumed box has a new agent (%d, was %d)", now, agent)
+	}
 }

@@ -22,6 +22,8 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/upstash/box-go/local/internal/sandbox"
 )
 
@@ -123,6 +125,15 @@ func Main() {
 }
 
 func main1(log *slog.Logger) error {
+	// The agent runs as the box user, as the box's processes do: not
+	// dumpable, it is out of their reach all the same. They cannot trace
+	// it (a stopped agent would hang every call boxd makes to the box),
+	// take its descriptors with pidfd_getfd (its listening socket: they
+	// would read what boxd sends it), nor read its memory or environment
+	// through /proc. It reaches its own /proc/self as before.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("make the agent untraceable: %w", err)
+	}
 	// Nothing the agent inherited may reach the box's processes: they
 	// get only what each exec gives them.
 	keepFromChildren()

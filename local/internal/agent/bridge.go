@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/upstash/box-go/local/internal/egress"
+	"github.com/upstash/box-go/local/internal/sandbox"
 )
 
 // BridgePath is the agent's internal route that boxd uses to reach a TCP
@@ -39,8 +40,14 @@ const maxRelays = 256
 // connection, and passes everything else to next.
 func (a *Agent) withInternal(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == BridgePath {
+		switch r.URL.Path {
+		case BridgePath:
 			a.serveBridge(w, r)
+			return
+		case sandbox.HealthPath:
+			// boxd's liveness check: answered from memory, touching
+			// nothing of the box.
+			w.WriteHeader(http.StatusNoContent)
 			return
 		}
 		next.ServeHTTP(w, r)
