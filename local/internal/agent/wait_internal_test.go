@@ -84,7 +84,10 @@ func TestFollowJobs(t *testing.T) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var out strings.Builder
 	done := make(chan error, 1)
-	go func() { _, err := (&Agent{}).runOutput(ctx, cmd, &syncWriter{w: &out}, nil, time.Minute, true); done <- err }()
+	go func() {
+		_, err := (&Agent{}).runOutput(ctx, cmd, &syncWriter{w: &out}, nil, time.Minute, true)
+		done <- err
+	}()
 	time.Sleep(300 * time.Millisecond)
 	select {
 	case err := <-done:
