@@ -22,6 +22,8 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/upstash/box-go/local/internal/sandbox"
 )
 
@@ -45,6 +47,9 @@ type Config struct {
 	// Path is PATH in the box; empty is sandbox.Path. A box whose root is
 	// an image has the image's.
 	Path string `json:"path,omitempty"`
+	// OpenFiles, when set, is the limit of open files of the box's
+	// processes, below the agent's own.
+	OpenFiles *OpenFiles `json:"open_files,omitempty"`
 }
 
 // Agent serves one box.
@@ -120,6 +125,15 @@ func Main() {
 }
 
 func main1(log *slog.Logger) error {
+	// The agent runs as the box user, as the box's processes do: not
+	// dumpable, it is out of their reach all the same. They cannot trace
+	// it (a stopped agent would hang every call boxd makes to the box),
+	// take its descriptors with pidfd_getfd (its listening socket: they
+	// would read what boxd sends it), nor read its memory or environment
+	// through /proc. It reaches its own /proc/self as before.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("make the agent untraceable: %w", err)
+	}
 	// Nothing the agent inherited may reach the box's processes: they
 	// get only what each exec gives them.
 	keepFromChildren()
