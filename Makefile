@@ -2,16 +2,23 @@
 
 .PHONY: help
 .PHONY: generate check-generate
-.PHONY: deps demo test vet cross-vet bench boxd
+.PHONY: deps demo test vet cross-vet bench boxd tidy
 
 # The generator is pinned in tools/go.mod so that library users never inherit it.
-OAPI_CODEGEN := go tool -modfile=tools/go.mod oapi-codegen
+# -modfile does not work in workspace mode, hence GOWORK=off.
+OAPI_CODEGEN := GOWORK=off go tool -modfile=tools/go.mod oapi-codegen
 GEN_CONFIG := gen/oapi-codegen.yaml
 GEN_OUTPUT := gen/box.gen.go
 SPEC := api/openapi.yaml
 # Where the SDK and the CLI must build besides Linux (boxd runs only there,
 # and builds everywhere with stubs that say so).
 CROSS_PLATFORMS := darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
+
+# Every module of go.work (the SDK at the root, boxd, boxtest, the commands,
+# the examples, the end-to-end tests and two shared helpers), as package
+# patterns: in a workspace, ./... names only the module of the current
+# directory.
+ALL := $(shell go list -m -f '{{.Dir}}/...')
 
 help: ## List the targets.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-16s %s\n", $$1, $$2}'
@@ -38,23 +45,26 @@ demo: deps ## Run the examples (embedded boxd unless UPSTASH_BOX_API_KEY is set)
 
 vet: ## gofmt and go vet, here and for macOS and Windows.
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	go vet ./...
+	go vet $(ALL)
 	@$(MAKE) --no-print-directory cross-vet
 
-cross-vet: ## go vet, tests included, for every platform in CROSS_PLATFORMS: a Linux-only call outside a _linux.go file fails here.
+cross-vet: ## go vet every module, tests included, for each platform in CROSS_PLATFORMS: a Linux-only call outside a _linux.go file fails here.
 	@for p in $(CROSS_PLATFORMS); do \
-		echo "GOOS=$${p%/*} GOARCH=$${p#*/} go vet ./..."; \
-		GOOS=$${p%/*} GOARCH=$${p#*/} go vet ./... || exit 1; \
+		echo "GOOS=$${p%/*} GOARCH=$${p#*/} go vet (every module)"; \
+		GOOS=$${p%/*} GOARCH=$${p#*/} go vet $(ALL) || exit 1; \
 	done
 
 test: ## Everything CI checks: generated code, vet, and all tests with the race detector.
 	@./scripts/deps.sh --tests
 	$(MAKE) check-generate
 	$(MAKE) vet
-	go test -race -count=1 -timeout 15m ./...
+	go test -race -count=1 -timeout 15m $(ALL)
 
 bench: deps ## Run the benchmarks.
-	go test -run '^$$' -bench . -benchmem -count=1 ./...
+	go test -run '^$$' -bench . -benchmem -count=1 $(ALL)
+
+tidy: ## go mod tidy in every module.
+	./scripts/tidy.sh
 
 boxd: ## Build boxd into bin/.
 	go build -o bin/boxd ./cmd/boxd

@@ -290,10 +290,6 @@ func TestInvalidArgumentsSendNothing(t *testing.T) {
 		{"bad policy", "Mode", b.UpdateNetworkPolicy(ctx, NetworkPolicy{})},
 		{"no session command", "Cmd or Argv", func() error { _, err := b.Exec.Session(ctx, &SessionParams{}); return err }()},
 		{"no git repo", "Repo", b.Git.Clone(ctx, &CloneParams{})},
-		{"both auths", "BearerToken or BasicAuth", func() error {
-			_, err := b.GetPublicURL(ctx, 3000, &PublicURLParams{BearerToken: true, BasicAuth: true})
-			return err
-		}()},
 		{"no selector", "Selector", func() error { _, err := tab.ActOn(ctx, BrowserAction{Method: "click"}); return err }()},
 		{"schedule type change", "Command is for exec schedules", func() error {
 			_, err := b.Schedule.Update(ctx, "s", &ScheduleUpdate{Command: Set([]string{"true"}), Prompt: Set("p")})

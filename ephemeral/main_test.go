@@ -4,11 +4,9 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
-
-	"github.com/upstash/box-go/local"
 )
 
 // TestMain fails the package's tests if a goroutine outlives them.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction(local.MountThreadFunction)) // boxd's, for the process
+	goleak.VerifyTestMain(m)
 }

@@ -225,12 +225,20 @@ func (m *boxes) dialAgent(ctx context.Context, r *runtime) (net.Conn, error) {
 		}
 		r.mu.Unlock()
 		if current {
-			m.srv.logf(r.id, "warn", "system", "the box's agent does not answer; starting a new sandbox")
+			msg := "the box's agent does not answer; starting a new sandbox"
+			if sb.Hung() {
+				msg = hungMessage
+			}
+			m.srv.logf(r.id, "warn", "system", msg)
 			sb.Kill()
 			r.transport.CloseIdleConnections()
 		}
 	}
 }
+
+// hungMessage is logged when a box's sandbox is replaced because its
+// agent stopped answering (sandbox.LivenessTimeout).
+var hungMessage = fmt.Sprintf("the box's agent did not answer for %v; starting a new sandbox", sandbox.LivenessTimeout)
 
 // newID returns a box id: "box-" and ten lower-case letters and digits, so
 // that it can be a DNS label in preview host names.
@@ -327,9 +335,13 @@ func (m *boxes) ensure(ctx context.Context, b *store.Box, warm bool) (*runtime, 
 		if r.sb != nil {
 			select {
 			case <-r.sb.Done():
-				// The sandbox died (killed from outside, or crashed):
-				// start a new one.
-				m.srv.logf(b.ID, "warn", "system", "box sandbox exited; restarting it")
+				// The sandbox died (killed from outside, or crashed, or
+				// for an agent that stopped answering): start a new one.
+				if r.sb.Hung() {
+					m.srv.logf(b.ID, "warn", "system", hungMessage)
+				} else {
+					m.srv.logf(b.ID, "warn", "system", "box sandbox exited; restarting it")
+				}
 				r.sb = nil
 				// Kept connections led to the old agent.
 				r.transport.CloseIdleConnections()
@@ -452,6 +464,14 @@ func (m *boxes) start(b *store.Box) (*sandbox.Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start box: %w", err)
 	}
+	limits := m.srv.cfg.Sizes.of(b.Size)
+	if m.srv.cfg.Isolation == sandbox.ModeBwrap {
+		// Without isolation a box's processes are the operator's own,
+		// and the agent would start the host's programs traced, without
+		// their file capabilities.
+		soft, hard := sandbox.BoxNoFile(limits.Pids)
+		cfg.OpenFiles = &agent.OpenFiles{Soft: soft, Hard: hard}
+	}
 	cfg.EgressSocket, cfg.ProxyListen, cfg.CABundle = sandbox.EgressPath, bn.ProxyListen, bn.CABundle
 	if root != "" {
 		cfg.CABundle = sandbox.ImageCABundle
@@ -467,7 +487,6 @@ func (m *boxes) start(b *store.Box) (*sandbox.Sandbox, error) {
 	defer logf.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	limits := m.srv.cfg.Sizes.of(b.Size)
 	sb, err := sandbox.Start(ctx, sandbox.Spec{
 		ID:           b.ID,
 		Layout:       l,

@@ -410,8 +410,9 @@ func goEnvFor(t *testing.T, proxy string) []string {
 		"GOPROXY=file://" + proxy + ",off", "GOSUMDB=off", "GOWORK=off", "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod"}
 }
 
-// moduleProxy lays out this module as version v0.0.1 in a directory that
-// GOPROXY can name with file://.
+// moduleProxy lays out the SDK's module (the repository's root, without
+// the modules nested in it) as version v0.0.1 in a directory that GOPROXY
+// can name with file://.
 func moduleProxy(t *testing.T) string {
 	t.Helper()
 	const module, version = "github.com/upstash/box-go", "v0.0.1"

@@ -140,7 +140,7 @@ func (a *app) initDemoCmd() *cobra.Command {
 			// The key is never written into the files: .env is for the
 			// user to fill in, and a key given to this command reaches
 			// the program through its environment.
-			gomod := "module box-demo\n\ngo 1.26\n"
+			gomod := "module box-demo\n\ngo 1.25\n" // the SDK's own go directive
 			if v := sdkVersion(); v != "" {
 				gomod += "\nrequire github.com/upstash/box-go " + v + "\n"
 			}
@@ -195,6 +195,10 @@ func (a *app) initDemoCmd() *cobra.Command {
 	return c
 }
 
+// placeholderVersion is the version at which this repository's modules
+// require one another; go.work points each at its directory.
+const placeholderVersion = "v0.0.0-00010101000000-000000000000"
+
 // sdkVersion is the version of the SDK this command was built with, for
 // the demo's go.mod, or "" for a development build (go mod tidy then
 // takes the latest).
@@ -204,7 +208,9 @@ func sdkVersion() string {
 			return v
 		}
 		for _, d := range bi.Deps {
-			if d.Path == "github.com/upstash/box-go" && d.Version != "" && d.Version != "(devel)" {
+			// A build in this repository's workspace has the SDK replaced
+			// by its directory, at the placeholder version no proxy serves.
+			if d.Path == "github.com/upstash/box-go" && d.Replace == nil && d.Version != "" && d.Version != "(devel)" && d.Version != placeholderVersion {
 				return d.Version
 			}
 		}

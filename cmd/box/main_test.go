@@ -30,8 +30,9 @@ import (
 )
 
 // boxBin is the box binary built by TestMain; harnessBin the test agent
-// harness (internal/testharness).
-var boxBin, harnessBin string
+// harness (internal/testharness); testDir the directory that holds them,
+// removed when the tests end.
+var boxBin, harnessBin, testDir string
 
 func TestMain(m *testing.M) { os.Exit(buildAndRun(m)) }
 
@@ -42,6 +43,7 @@ func buildAndRun(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	testDir = dir
 	boxBin, harnessBin = filepath.Join(dir, "box"), filepath.Join(dir, "testharness")
 	for bin, pkg := range map[string]string{boxBin: ".", harnessBin: "../../internal/testharness"} {
 		build := exec.Command("go", "build", "-o", bin, pkg)
@@ -580,29 +582,52 @@ func TestREPL(t *testing.T) {
 	_ = m
 }
 
-// fetchModules puts every module of this module's build list in the
-// module cache, once per test binary, the tests of its dependencies'
-// packages included: a demo's go mod tidy, which the tests then run
-// offline (GOPROXY=off), asks for those too, and a module cache filled by
-// building this repository alone lacks some of them.
-var fetchModules = sync.OnceValues(func() ([]byte, error) {
+// fetchModules puts every module of the SDK's build list (the module at
+// the repository's root) in the module cache, once per test binary, the
+// tests of its dependencies' packages included: a demo's go mod tidy,
+// which the tests then run offline (GOPROXY=off), asks for those too, and
+// a module cache filled by building this repository alone lacks some of
+// them. It works on a copy of the SDK's go.mod, so that the checksums it
+// adds go to the copy's go.sum, whose path it returns, and the
+// repository's files stay as they are.
+var fetchModules = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp(testDir, "modules-")
+	if err != nil {
+		return "", err
+	}
+	for _, name := range []string{"go.mod", "go.sum"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", name))
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return "", err
+		}
+	}
 	cmd := exec.Command("go", "mod", "download", "all")
 	cmd.Dir = "../.."
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
-	return cmd.CombinedOutput()
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod -modfile="+filepath.Join(dir, "go.mod"), "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%w\n%s", err, out)
+	}
+	return filepath.Join(dir, "go.sum"), nil
 })
 
-// needModules fails t when the module cache cannot be filled.
-func needModules(t *testing.T) {
+// needModules fails t when the module cache cannot be filled, and returns
+// the path of a go.sum that vouches for every module of the SDK's build
+// list.
+func needModules(t *testing.T) string {
 	t.Helper()
-	if out, err := fetchModules(); err != nil {
-		t.Fatalf("go mod download all (the module proxy is needed once to fill the module cache): %v\n%s", err, out)
+	sum, err := fetchModules()
+	if err != nil {
+		t.Fatalf("go mod download all (the module proxy is needed once to fill the module cache): %v", err)
 	}
+	return sum
 }
 
 func TestInitDemo(t *testing.T) {
 	t.Parallel()
-	needModules(t)
+	sumFile := needModules(t)
 	dir := filepath.Join(t.TempDir(), "demo")
 	if out := mustCLI(t, nil, "", "init-demo", dir, "--no-run"); !strings.Contains(out, "main.go") {
 		t.Errorf("init-demo = %q", out)
@@ -619,8 +644,8 @@ func TestInitDemo(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), gomod, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// Offline: the SDK's own go.sum vouches for every module it needs.
-	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	// Offline: fetchModules's go.sum vouches for every module it needs.
+	sum, err := os.ReadFile(sumFile)
 	if err != nil {
 		t.Fatal(err)
 	}

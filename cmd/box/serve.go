@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/upstash/box-go/internal/boxdcli"
+	"github.com/upstash/box-go/cmd/internal/boxdcli"
 )
 
 func (a *app) serveCmd() *cobra.Command {

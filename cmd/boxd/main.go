@@ -19,7 +19,7 @@ package main
 import (
 	"os"
 
-	"github.com/upstash/box-go/internal/boxdcli"
+	"github.com/upstash/box-go/cmd/internal/boxdcli"
 )
 
 func main() {

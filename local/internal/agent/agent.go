@@ -45,6 +45,16 @@ type Config struct {
 	// Path is PATH in the box; empty is sandbox.Path. A box whose root is
 	// an image has the image's.
 	Path string `json:"path,omitempty"`
+	// OpenFiles, when set, is the limit of open files of the box's
+	// processes, below the agent's own.
+	OpenFiles *OpenFiles `json:"open_files,omitempty"`
+}
+
+// OpenFiles is the limit of open files (RLIMIT_NOFILE) of the processes
+// that the agent starts in the box.
+type OpenFiles struct {
+	Soft uint64 `json:"soft"`
+	Hard uint64 `json:"hard"`
 }
 
 // Agent serves one box.
@@ -120,6 +130,15 @@ func Main() {
 }
 
 func main1(log *slog.Logger) error {
+	// The agent runs as the box user, as the box's processes do: not
+	// dumpable, it is out of their reach all the same. They cannot trace
+	// it (a stopped agent would hang every call boxd makes to the box),
+	// take its descriptors with pidfd_getfd (its listening socket: they
+	// would read what boxd sends it), nor read its memory or environment
+	// through /proc. It reaches its own /proc/self as before.
+	if err := notDumpable(); err != nil {
+		return fmt.Errorf("make the agent untraceable: %w", err)
+	}
 	// Nothing the agent inherited may reach the box's processes: they
 	// get only what each exec gives them.
 	keepFromChildren()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/upstash/box-go/local/internal/egress"
+	"github.com/upstash/box-go/local/internal/sandbox"
 )
 
 // BridgePath is the agent's internal route that boxd uses to reach a TCP
@@ -31,12 +32,22 @@ const BridgeProtocol = "boxd-tcp"
 // box's programs to reach boxd's egress proxy.
 const ProxyAddr = "127.0.0.1:3128"
 
+// maxRelays bounds the connections the agent relays to boxd's egress
+// proxy at once: boxd serves as many per box (egress.Config.MaxConns).
+const maxRelays = 256
+
 // withInternal serves the agent's internal routes that take over the
 // connection, and passes everything else to next.
 func (a *Agent) withInternal(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == BridgePath {
+		switch r.URL.Path {
+		case BridgePath:
 			a.serveBridge(w, r)
+			return
+		case sandbox.HealthPath:
+			// boxd's liveness check: answered from memory, touching
+			// nothing of the box.
+			w.WriteHeader(http.StatusNoContent)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -124,10 +135,16 @@ func (a *Agent) startEgress() error {
 		// In a box, its own name is its own loopback (/etc/hosts).
 		a.noProxy += "," + h
 	}
+	// One slot per relayed connection: past maxRelays a box's new
+	// connections wait in the listen queue, and the descriptors the
+	// agent holds for them (six each, with splice's pipes) stay bounded.
+	slots := make(chan struct{}, maxRelays)
 	go func() {
 		for {
+			slots <- struct{}{}
 			c, err := l.Accept()
 			if err != nil {
+				<-slots
 				var ne net.Error
 				if errors.As(err, &ne) && ne.Timeout() {
 					continue
@@ -139,7 +156,10 @@ func (a *Agent) startEgress() error {
 				time.Sleep(100 * time.Millisecond)
 				continue
 			}
-			go a.relayEgress(c)
+			go func() {
+				defer func() { <-slots }()
+				a.relayEgress(c)
+			}()
 		}
 	}()
 	return nil

@@ -55,9 +55,9 @@ func (a *Agent) command(argv []string, dir string) (*exec.Cmd, error) {
 // run runs cmd to completion, capturing its output (see runStreaming for
 // how it is read). ctx cancellation or the timeout kills the command's
 // whole process group.
-func run(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (result, error) {
+func (a *Agent) run(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (result, error) {
 	var stdout, stderr capBuffer
-	res, err := runStreaming(ctx, cmd, &stdout, &stderr, timeout)
+	res, err := a.runStreaming(ctx, cmd, &stdout, &stderr, timeout)
 	res.Stdout = stdout.String()
 	res.Stderr = stderr.String()
 	return res, err
@@ -228,15 +228,15 @@ var _ io.Writer = (*capBuffer)(nil)
 // io.Discard, so that the command is not blocked on a full pipe. An
 // output that could not be read to its end is an error, never a short
 // success.
-func runStreaming(ctx context.Context, cmd *exec.Cmd, out, errOut io.Writer, timeout time.Duration) (result, error) {
-	return runOutput(ctx, cmd, out, errOut, timeout, false)
+func (a *Agent) runStreaming(ctx context.Context, cmd *exec.Cmd, out, errOut io.Writer, timeout time.Duration) (result, error) {
+	return a.runOutput(ctx, cmd, out, errOut, timeout, false)
 }
 
 // runOutput is runStreaming; with followJobs, the output is read on after
 // the command exits for as long as anything still holds it open (its
 // background jobs), until ctx ends, instead of for a moment only: the
 // output of a job the command left running is not cut off.
-func runOutput(ctx context.Context, cmd *exec.Cmd, out, errOut io.Writer, timeout time.Duration, followJobs bool) (result, error) {
+func (a *Agent) runOutput(ctx context.Context, cmd *exec.Cmd, out, errOut io.Writer, timeout time.Duration, followJobs bool) (result, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return result{}, err
@@ -254,7 +254,7 @@ func runOutput(ctx context.Context, cmd *exec.Cmd, out, errOut io.Writer, timeou
 		cmd.Stderr = ew
 	}
 	cmd.WaitDelay = 0
-	err = cmd.Start()
+	err = a.start(cmd)
 	w.Close()
 	if ew != nil {
 		ew.Close()

@@ -83,7 +83,7 @@ func (a *Agent) serveProcess(w http.ResponseWriter, r *http.Request) {
 	if req.MergeStderr {
 		errOut = nil
 	}
-	res, err := runOutput(r.Context(), cmd, fw, errOut, 0, req.FollowJobs)
+	res, err := a.runOutput(r.Context(), cmd, fw, errOut, 0, req.FollowJobs)
 	if err != nil {
 		w.Header().Set(TrailerError, err.Error())
 		return

@@ -142,7 +142,7 @@ func (s *api) ExecCommand(ctx context.Context, req gen.ExecCommandRequestObject)
 	if err != nil {
 		return nil, err
 	}
-	res, err := run(ctx, cmd, 0)
+	res, err := s.a.run(ctx, cmd, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +155,7 @@ func (s *api) ExecCode(ctx context.Context, req gen.ExecCodeRequestObject) (gen.
 		return nil, err
 	}
 	defer cleanup()
-	res, err := run(ctx, cmd, timeout)
+	res, err := s.a.run(ctx, cmd, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -169,6 +169,7 @@ func (s *api) ExecCode(ctx context.Context, req gen.ExecCodeRequestObject) (gen.
 // terminator. The exit code and CPU time are also sent as trailers, for
 // boxd to record the run.
 type streamResponse struct {
+	a       *Agent
 	ctx     context.Context
 	cmd     *exec.Cmd
 	timeout time.Duration
@@ -182,7 +183,7 @@ func (s streamResponse) visit(w http.ResponseWriter) error {
 	w.WriteHeader(http.StatusOK)
 	fw := &flushWriter{w: w}
 	fw.flush()
-	res, err := runStreaming(s.ctx, s.cmd, fw, nil, s.timeout)
+	res, err := s.a.runStreaming(s.ctx, s.cmd, fw, nil, s.timeout)
 	if err != nil {
 		return stream.WriteExecError(fw, err.Error())
 	}
@@ -202,7 +203,7 @@ func (s *api) ExecStream(ctx context.Context, req gen.ExecStreamRequestObject) (
 	if err != nil {
 		return nil, err
 	}
-	return streamResponse{ctx: ctx, cmd: cmd, cleanup: func() {}}, nil
+	return streamResponse{a: s.a, ctx: ctx, cmd: cmd, cleanup: func() {}}, nil
 }
 
 func (s *api) CodeStream(ctx context.Context, req gen.CodeStreamRequestObject) (gen.CodeStreamResponseObject, error) {
@@ -210,7 +211,7 @@ func (s *api) CodeStream(ctx context.Context, req gen.CodeStreamRequestObject) (
 	if err != nil {
 		return nil, err
 	}
-	return streamResponse{ctx: ctx, cmd: cmd, timeout: timeout, cleanup: cleanup}, nil
+	return streamResponse{a: s.a, ctx: ctx, cmd: cmd, timeout: timeout, cleanup: cleanup}, nil
 }
 
 func (s *api) ReadFile(ctx context.Context, req gen.ReadFileRequestObject) (gen.ReadFileResponseObject, error) {

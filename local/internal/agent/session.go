@@ -51,9 +51,9 @@ func (a *Agent) startSession(_ context.Context, req *session.Start) (session.Pro
 	cmd.Env = append(cmd.Env, req.Env...) // os/exec keeps the last value of a key
 	var p *sessionProc
 	if req.TTY {
-		p, err = startPTY(cmd, req.Rows, req.Cols)
+		p, err = a.startPTY(cmd, req.Rows, req.Cols)
 	} else {
-		p, err = startPipes(cmd)
+		p, err = a.startPipes(cmd)
 	}
 	if err != nil {
 		var ae *apiError
@@ -87,7 +87,7 @@ type sessionProc struct {
 }
 
 // startPipes starts cmd with three pipes.
-func startPipes(cmd *exec.Cmd) (*sessionProc, error) {
+func (a *Agent) startPipes(cmd *exec.Cmd) (*sessionProc, error) {
 	var files []*os.File // every end, for cleanup on failure
 	closeAll := func() {
 		for _, f := range files {
@@ -109,7 +109,7 @@ func startPipes(cmd *exec.Cmd) (*sessionProc, error) {
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	if err := cmd.Start(); err != nil {
+	if err := a.start(cmd); err != nil {
 		closeAll()
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func startPipes(cmd *exec.Cmd) (*sessionProc, error) {
 
 // startPTY starts cmd on a new PTY of rows×cols, as the leader of a new
 // session whose controlling terminal it is.
-func startPTY(cmd *exec.Cmd, rows, cols int) (*sessionProc, error) {
+func (a *Agent) startPTY(cmd *exec.Cmd, rows, cols int) (*sessionProc, error) {
 	master, slave, err := pty.Open()
 	if err != nil {
 		return nil, err
@@ -145,14 +145,14 @@ func startPTY(cmd *exec.Cmd, rows, cols int) (*sessionProc, error) {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 	attr := &syscall.SysProcAttr{}
 	if cmd.SysProcAttr != nil {
-		a := *cmd.SysProcAttr
-		attr = &a
+		c := *cmd.SysProcAttr
+		attr = &c
 	}
 	// A session leader cannot also be moved to a process group; its
 	// session id is its pid, and so is its process group.
 	sessionLeader(attr)
 	cmd.SysProcAttr = attr
-	if err := cmd.Start(); err != nil {
+	if err := a.start(cmd); err != nil {
 		m.Close()
 		return nil, err
 	}

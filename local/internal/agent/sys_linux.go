@@ -14,6 +14,11 @@ import (
 // Their stand-ins for other systems, where boxd never starts an agent,
 // are in sys_other.go.
 
+// notDumpable makes the agent not dumpable (PR_SET_DUMPABLE 0): no
+// process of its user may trace it, take its descriptors or read its
+// memory.
+func notDumpable() error { return unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0) }
+
 // kill sends sig to process pid (to process group -pid when negative, to
 // every process it may signal with -1).
 func kill(pid int, sig syscall.Signal) error { return syscall.Kill(pid, sig) }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"syscall"
 
 	"github.com/creack/pty"
@@ -29,5 +30,10 @@ func setBlocking(*os.File) error                     { return errNotLinux }
 func writableDir(string) error                       { return errNotLinux }
 func inode(fs.FileInfo) uint64                       { return 0 }
 func memoryPeak(*os.ProcessState) int64              { return 0 }
+
+func notDumpable() error { return errNotLinux }
+
+// start fails: the agent starts no process here.
+func (a *Agent) start(*exec.Cmd) error { return errNotLinux }
 
 var sessionSignals = map[string]syscall.Signal{}

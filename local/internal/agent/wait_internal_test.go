@@ -28,7 +28,7 @@ func TestWaitSparesBackgroundJobs(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cmd := exec.Command("sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $!")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		res, err := run(ctx, cmd, time.Minute)
+		res, err := New(Config{}, nil).run(ctx, cmd, time.Minute)
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("run: %+v, %v", res, err)
 		}
@@ -68,7 +68,7 @@ func TestFollowJobs(t *testing.T) {
 		cmd := exec.Command("sh", "-c", script)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		var out strings.Builder
-		res, err := runOutput(context.Background(), cmd, &out, nil, time.Minute, follow)
+		res, err := (&Agent{}).runOutput(context.Background(), cmd, &out, nil, time.Minute, follow)
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("follow=%v: %+v, %v", follow, res, err)
 		}
@@ -86,7 +86,10 @@ func TestFollowJobs(t *testing.T) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var out strings.Builder
 	done := make(chan error, 1)
-	go func() { _, err := runOutput(ctx, cmd, &syncWriter{w: &out}, nil, time.Minute, true); done <- err }()
+	go func() {
+		_, err := (&Agent{}).runOutput(ctx, cmd, &syncWriter{w: &out}, nil, time.Minute, true)
+		done <- err
+	}()
 	time.Sleep(300 * time.Millisecond)
 	select {
 	case err := <-done:

@@ -10,7 +10,11 @@
 // processes run in a user namespace where the box user (uid 1000) is a host
 // uid that no other box and no host user has (Spec.UID), with no other uid
 // mapped, and in control groups that bound its CPU, memory and processes.
-// A seccomp filter refuses the kernel keyring calls in every sandbox.
+// The namespace belongs to that uid (see newUserns), so the kernel's
+// per-user counts are the box's own. A seccomp filter refuses the kernel
+// keyring calls in every sandbox. Every box's processes start with bounded
+// open files and an oom_score_adj above boxd's (limits.go), and an agent
+// that stops answering has its sandbox killed (liveness.go).
 //
 // boxd never reaches into anything a box can write by path: the agent's
 // listening socket and the egress socket live in boxd's private directory
@@ -362,9 +366,14 @@ type Sandbox struct {
 
 	cleanOnce sync.Once
 	agentGone atomic.Bool
+	// hung is set when the agent stopped answering (see watchLiveness).
+	hung atomic.Bool
 
 	mu     sync.Mutex
 	paused bool
+	// pauses counts pauses and resumes, for watchLiveness to tell an
+	// agent that did not answer because it was frozen meanwhile.
+	pauses uint64
 	sigs   *signalFreezer // pause by signals, without a freezer group
 }
 
@@ -505,6 +514,7 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	default:
 		return fail(fmt.Errorf("sandbox: unknown isolation mode %q", spec.Mode))
 	}
+	bound(cmd)
 	cmd.Stdin = cfgR
 	cmd.ExtraFiles = files
 	if spec.Log != nil {
@@ -569,6 +579,7 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		return nil, err
 	}
 	started = true
+	go s.watchLiveness()
 	return s, nil
 }
 
@@ -694,7 +705,7 @@ func (s *Sandbox) bwrapArgs() ([]string, []*os.File, error) {
 		if agent, err = st.agent(spec.Agent); err != nil {
 			return nil, files, err
 		}
-		ns, err := newUserns(spec.Agent, spec.UID)
+		ns, err := newUserns(spec.UID)
 		if err != nil {
 			return nil, files, err
 		}
@@ -839,7 +850,9 @@ func (s *Sandbox) Dial(ctx context.Context) (net.Conn, error) {
 	var derr error
 	// Control holds the descriptor open while the path names it.
 	err = rc.Control(func(fd uintptr) {
-		var d net.Dialer
+		// A unix socket's connect never waits for the agent (a full
+		// queue fails at once); the bound is there all the same.
+		d := net.Dialer{Timeout: dialTimeout}
 		c, derr = d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(int(fd)))
 	})
 	switch {
@@ -893,6 +906,7 @@ func (s *Sandbox) Pause() error {
 	if s.paused {
 		return nil
 	}
+	s.pauses++
 	if s.group != nil && s.group.CanFreeze() {
 		if err := s.group.Freeze(s.init); err != nil {
 			return err
@@ -912,6 +926,7 @@ func (s *Sandbox) Resume() error {
 	if !s.paused {
 		return nil
 	}
+	s.pauses++
 	if s.sigs != nil {
 		s.sigs.cont()
 		s.sigs = nil
@@ -1010,11 +1025,7 @@ func Available(probeUID int) error {
 	cmd := exec.Command(bwrap)
 	launch := cmd.Start
 	if os.Geteuid() == 0 {
-		exe, err := os.Executable()
-		if err != nil {
-			return err
-		}
-		ns, err := newUserns(exe, probeUID)
+		ns, err := newUserns(probeUID)
 		if err != nil {
 			return err
 		}

@@ -22,9 +22,11 @@ func launcherAttr() *syscall.SysProcAttr        { return nil }
 func pidfdOpen(int) (*os.File, error)           { return nil, errNotLinux }
 func pidfdKill(*os.File)                        {}
 func ownedBy(string, int) (bool, error)         { return false, errNotLinux }
+func setNoFile(uint64, uint64) error            { return errNotLinux }
+func noFileHard() (uint64, error)               { return 0, errNotLinux }
 func seccompFile() (*os.File, error)            { return nil, errNotLinux }
 func dataFile(string, []byte) (*os.File, error) { return nil, errNotLinux }
-func newUserns(string, int) (*os.File, error)   { return nil, errNotLinux }
+func newUserns(int) (*os.File, error)           { return nil, errNotLinux }
 
 // signalFreezer is never made: no sandbox starts.
 type signalFreezer struct{ pid int }

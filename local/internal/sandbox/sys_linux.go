@@ -58,6 +58,20 @@ func ownedBy(p string, owner int) (bool, error) {
 	return int(st.Uid) == owner && int(st.Gid) == owner, nil
 }
 
+// setNoFile sets this process's limit of open files (RLIMIT_NOFILE).
+func setNoFile(soft, hard uint64) error {
+	return unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: soft, Max: hard})
+}
+
+// noFileHard returns this process's hard limit of open files.
+func noFileHard() (uint64, error) {
+	var cur unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &cur); err != nil {
+		return 0, err
+	}
+	return cur.Max, nil
+}
+
 // signalFreezer stops the sandbox's process tree with signals. It is the
 // fallback when no cgroup freezer can be used (boxd not running as root).
 type signalFreezer struct{ pid int }

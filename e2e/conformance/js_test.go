@@ -174,7 +174,8 @@ func runJSScriptWith(t *testing.T, opts []boxtest.Option, script string, extraEn
 // so that it runs inside a box, into t.TempDir() and returns its path.
 func buildTestHarness(t *testing.T) string {
 	t.Helper()
-	// The test runs in internal/conformance; the module root is two up.
+	// The test runs in e2e/conformance; the repository root (the SDK
+	// module, which holds internal/testharness) is two up.
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)

@@ -54,7 +54,7 @@ func TestManagedHarness(t *testing.T) {
 	}
 	err = b.Files.Upload(ctx, []box.UploadFile{
 		{LocalPath: script, Destination: "/home/boxuser/.local/bin/claude"},
-		{LocalPath: "../local/internal/harnesses/testdata/claude-code.jsonl", Destination: "/home/boxuser/claude.jsonl"},
+		{LocalPath: "../../local/internal/harnesses/testdata/claude-code.jsonl", Destination: "/home/boxuser/claude.jsonl"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +160,7 @@ func TestFirstSDKModelScheme(t *testing.T) {
 	}
 	err = b.Files.Upload(ctx, []box.UploadFile{
 		{LocalPath: stub, Destination: "/home/boxuser/.local/bin/claude"},
-		{LocalPath: "../local/internal/harnesses/testdata/claude-code.jsonl", Destination: "/home/boxuser/claude.jsonl"},
+		{LocalPath: "../../local/internal/harnesses/testdata/claude-code.jsonl", Destination: "/home/boxuser/claude.jsonl"},
 	})
 	if err != nil {
 		t.Fatal(err)

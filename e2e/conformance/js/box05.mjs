@@ -1,5 +1,5 @@
 // Conformance script: drives the official @upstash/box 0.5.5 JS SDK against a
-// Box API server (normally boxd, started by internal/conformance/js_test.go).
+// Box API server (normally boxd, started by e2e/conformance/js_test.go).
 //
 // Usage:
 //   BOX_BASE_URL=http://127.0.0.1:PORT BOX_API_KEY=... node box05.mjs

@@ -1,6 +1,6 @@
 // Conformance script: drives the agent and streaming API of the official
 // @upstash/box 0.5.5 JS SDK against a Box API server (normally boxd, started
-// by internal/conformance/js_test.go) with a custom harness (box-sse-v1).
+// by e2e/conformance/js_test.go) with a custom harness (box-sse-v1).
 //
 // Usage:
 //   BOX_BASE_URL=http://127.0.0.1:PORT BOX_API_KEY=... \

@@ -1,6 +1,6 @@
 // Conformance script: the official @upstash/box 0.5.5 JS SDK's git calls
 // against boxd, whose GitHub is a loopback git server (smart HTTP) and a
-// GitHub API stand-in, both started by internal/conformance/js_test.go.
+// GitHub API stand-in, both started by e2e/conformance/js_test.go.
 // Same conventions as box05.mjs: BOX_BASE_URL and BOX_API_KEY, one
 // "ok - <name>" line per check, non-zero exit on the first failure.
 //

@@ -1,0 +1,15 @@
+package box_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/upstash/box-go/local"
+)
+
+// TestMain fails the package's tests if any goroutine (a retry timer, an
+// attempt watchdog, a connection) outlives them.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction(local.MountThreadFunction)) // boxd's, for the process
+}
