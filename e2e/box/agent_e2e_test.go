@@ -37,7 +37,7 @@ func testHarness(t *testing.T) string {
 			return
 		}
 		harnessBin = filepath.Join(dir, "testharness")
-		cmd := exec.Command("go", "build", "-o", harnessBin, "../internal/testharness")
+		cmd := exec.Command("go", "build", "-o", harnessBin, "../../internal/testharness")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			harnessErr = errors.New(string(out))
