@@ -222,8 +222,10 @@ func (a *Agent) writeStream(bp string, r io.Reader) (err error) {
 	return syncDir(dir)
 }
 
+// syncDir syncs the directory dir. A box may have put a FIFO there by
+// now: it is opened without waiting for a writer.
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
+	d, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil
 	}
@@ -403,11 +405,21 @@ func copyTree(src, dst string) error {
 			}
 		}
 	case m.IsRegular():
-		in, err := os.Open(src)
+		// The box may have made it a FIFO since: it is opened without
+		// waiting, and copied only if it is still a regular file.
+		in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			return err
 		}
 		defer in.Close()
+		if fi, err := in.Stat(); err != nil {
+			return err
+		} else if !fi.Mode().IsRegular() {
+			return errorf(http.StatusConflict, "a file changed into something else while it was moved")
+		}
+		if err := setBlocking(in); err != nil {
+			return err
+		}
 		out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {
 			return err
