@@ -476,10 +476,14 @@ func (f *Files) downloadTree(ctx context.Context, what, top, local string, recur
 				switch {
 				case err == nil:
 					wrote[i] = true
-				case errors.As(err, &one) && ctx.Err() == nil:
-					mu.Lock()
-					t.skip(remote, entryError(path.Base(fl.rel), one.err))
-					mu.Unlock()
+				case errors.As(err, &one):
+					// Noted, unless the copy is ending anyway: then
+					// its error is the first failure's, or ctx's.
+					if ctx.Err() == nil {
+						mu.Lock()
+						t.skip(remote, entryError(path.Base(fl.rel), one.err))
+						mu.Unlock()
+					}
 				default:
 					select {
 					case errs <- err:

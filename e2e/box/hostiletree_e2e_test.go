@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -288,4 +289,62 @@ func untypedClient(t *testing.T, srv *boxtest.Server) *box.Client {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestFSViewWalkDoesNotFollowLinkLoops: fs.WalkDir over the io/fs view
+// of a tree whose every level links twice to itself ends at once: ReadDir
+// reports links as links, as os.DirFS does, while Open and Stat follow
+// them. The view still passes fstest.TestFS.
+func TestFSViewWalkDoesNotFollowLinkLoops(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t)
+	b := newBox(t, srv, nil)
+	mustRun(t, b, `set -e
+d=t
+for i in 1 2 3 4 5 6; do mkdir -p $d; echo "level $i" > $d/f.txt; ln -s . $d/a; ln -s . $d/b; d=$d/l$i; done
+ln -s f.txt t/link.txt`)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	fsys := b.Files.FS(ctx, "t")
+	var files, links, dirs int
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			links++
+		case d.IsDir():
+			dirs++
+		default:
+			files++
+		}
+		return nil
+	})
+	if err != nil || ctx.Err() != nil {
+		t.Fatalf("WalkDir: %v (context: %v)", err, ctx.Err())
+	}
+	if files != 6 || links != 13 || dirs != 6 {
+		t.Errorf("walked %d files, %d links, %d directories; want 6, 13, 6", files, links, dirs)
+	}
+	if fi, err := fs.Stat(fsys, "l1/a"); err != nil || !fi.IsDir() {
+		t.Errorf("Stat follows a link to a directory: %v, %v", fi, err)
+	}
+	if data, err := fs.ReadFile(fsys, "link.txt"); err != nil || string(data) != "level 1\n" {
+		t.Errorf("ReadFile through a link = %q, %v", data, err)
+	}
+	for name, want := range map[string]string{"a": ".", "l1/l2/b": ".", "link.txt": "f.txt"} {
+		if got, err := fs.ReadLink(fsys, name); err != nil || got != want {
+			t.Errorf("ReadLink(%s) = %q, %v; want %q", name, got, err, want)
+		}
+		if fi, err := fs.Lstat(fsys, name); err != nil || fi.Mode().Type() != fs.ModeSymlink {
+			t.Errorf("Lstat(%s) = %v, %v; want a link", name, fi, err)
+		}
+	}
+	if _, err := fs.ReadLink(fsys, "f.txt"); !errors.Is(err, fs.ErrInvalid) {
+		t.Errorf("ReadLink of a file = %v, want fs.ErrInvalid", err)
+	}
+	if err := fstest.TestFS(fsys, "f.txt", "a", "link.txt", "l1/l2/f.txt", "l1/l2/b"); err != nil {
+		t.Error(err)
+	}
 }
