@@ -128,11 +128,19 @@ func (f *Files) write(ctx context.Context, body gen.WriteFileRequest, p string) 
 
 // FileEntry is one entry of a directory listing.
 type FileEntry struct {
-	Name    string
-	Path    string // absolute
+	Name string
+	Path string // absolute
+	// Size and IsDir describe what a symbolic link leads to, when it
+	// leads somewhere.
 	Size    int64
 	IsDir   bool
 	ModTime time.Time
+	// Type is what the entry is itself (a symbolic link is
+	// FileTypeSymlink), when the server says; empty otherwise (the
+	// cloud does not).
+	Type FileType
+	// Target is where a symbolic link points, when the server says.
+	Target string
 }
 
 // List lists the directory at p (not recursively). An empty p lists the
@@ -152,7 +160,7 @@ func (f *Files) List(ctx context.Context, p string, opts ...Option) ([]FileEntry
 	out := make([]FileEntry, len(r.Files))
 	for i, e := range r.Files {
 		t, _ := time.Parse(time.RFC3339Nano, e.ModTime)
-		out[i] = FileEntry{Name: e.Name, Path: e.Path, Size: e.Size, IsDir: e.IsDir, ModTime: t}
+		out[i] = FileEntry{Name: e.Name, Path: e.Path, Size: e.Size, IsDir: e.IsDir, ModTime: t, Type: FileType(deref(e.Type)), Target: deref(e.Target)}
 	}
 	return out, nil
 }
@@ -451,9 +459,13 @@ type DownloadParams struct {
 	// Dest is the local directory to write into. By default it is
 	// ./<last element of Folder>, or ./workspace for /workspace/home.
 	Dest string
-	// Recursive downloads the subdirectories too, at any depth (see
-	// DownloadDir).
-	Recursive bool
+	// Recursive downloads the subdirectories too, at any depth, as
+	// DownloadDir does: links to directories are not followed, and the
+	// walk is bounded by MaxDepth and MaxEntries (DefaultMaxTreeDepth and
+	// DefaultMaxTreeEntries when zero).
+	Recursive  bool
+	MaxDepth   int
+	MaxEntries int
 	// Progress, when set, is called as file content arrives, as
 	// TransferParams.Progress is: bytes so far, against the total of the
 	// sizes the listings give.
@@ -467,7 +479,9 @@ type DownloadParams struct {
 // in the list. File names from the server are used only if they name a
 // file directly inside the directory they were listed in: a name such as
 // "../x" or one that resolves through a symlink out of the destination
-// is refused.
+// is skipped. An entry that cannot be copied does not stop the others:
+// the error is then a *SkippedError that says what was left out and why
+// (see DownloadDir).
 func (f *Files) Download(ctx context.Context, params *DownloadParams, opts ...Option) ([]string, error) {
 	ctx = withCallOptions(ctx, opts)
 	var p DownloadParams
@@ -492,5 +506,5 @@ func (f *Files) Download(ctx context.Context, params *DownloadParams, opts ...Op
 	if progress == nil {
 		progress = func(int64, int64) {}
 	}
-	return f.downloadTree(ctx, "Download", remote, dest, p.Recursive, progress)
+	return f.downloadTree(ctx, "Download", remote, dest, p.Recursive, boundsOf(p.MaxDepth, p.MaxEntries), progress)
 }

@@ -12,7 +12,6 @@ import (
 	"path"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/upstash/box-go/gen"
@@ -27,6 +26,20 @@ type TransferParams struct {
 	// total when it is known (-1 otherwise). It is called often, never
 	// from two goroutines at once: keep it quick.
 	Progress func(done, total int64)
+
+	// MaxDepth and MaxEntries bound a tree download (DownloadDir): how
+	// many directories deep below the top it goes, and how many entries
+	// it lists in all. Zero means DefaultMaxTreeDepth and
+	// DefaultMaxTreeEntries. Other calls ignore them.
+	MaxDepth   int
+	MaxEntries int
+}
+
+func (p *TransferParams) bounds() treeBounds {
+	if p == nil {
+		return boundsOf(0, 0)
+	}
+	return boundsOf(p.MaxDepth, p.MaxEntries)
 }
 
 func (p *TransferParams) progress() func(done, total int64) {
@@ -388,51 +401,40 @@ func (f *Files) UploadDir(ctx context.Context, local, remote string, params *Tra
 
 // DownloadDir copies the box directory tree at remote (relative to the
 // working directory) into the local directory local, creating it: every
-// file and directory below, at any depth. Names from the server are used
-// only if they stay inside local: nothing is written through a symbolic
-// link or outside it. Progress counts bytes of file content, against the
-// total the listings give.
+// file and directory below, at any depth. Progress counts bytes of file
+// content, against the total the listings give.
+//
+// The box is not trusted. Names from it are used only if they stay
+// inside local: nothing is written through a symbolic link or outside
+// it. A link to a file brings the file's content, as the box resolves
+// it; a link to a directory is never followed, and is made again as a
+// link only when it points, relatively, inside the tree (else it is
+// skipped). The walk stops with ErrTreeTooDeep or ErrTreeTooLarge, before
+// writing anything, past params.MaxDepth directories deep or
+// params.MaxEntries entries (DefaultMaxTreeDepth and
+// DefaultMaxTreeEntries when zero).
+//
+// An entry that cannot be copied (a FIFO or a device, a file the box
+// may not read, a name that is not UTF-8 or not a plain name) does not
+// stop the others: everything else is copied, and the error is a
+// *SkippedError that lists what was left out and why.
 func (f *Files) DownloadDir(ctx context.Context, remote, local string, params *TransferParams, opts ...Option) error {
 	ctx = withCallOptions(ctx, opts)
 	if remote == "" || local == "" {
 		return invalidf("box: DownloadDir needs a remote and a local directory")
 	}
-	_, err := f.downloadTree(ctx, "DownloadDir", f.abs(remote), local, true, params.progress())
+	_, err := f.downloadTree(ctx, "DownloadDir", f.abs(remote), local, true, params.bounds(), params.progress())
 	return err
 }
 
 // downloadTree copies the files of the box directory top into local,
 // and with recursive the directories below at any depth, for the call
 // named what. It returns the local paths of the files it wrote, in the
-// order of the listings.
-func (f *Files) downloadTree(ctx context.Context, what, top, local string, recursive bool, progress func(done, total int64)) ([]string, error) {
-	type file struct{ remote, rel string }
-	var files []file
-	var dirs []string
-	var total int64
-	queue := []string{""}
-	for len(queue) > 0 {
-		rel := queue[0]
-		queue = queue[1:]
-		dir := path.Join(top, rel)
-		entries, err := call[gen.ListFilesResponse](f.b.c.api.ListFiles(ctx, f.b.id, &gen.ListFilesParams{Folder: &dir}))
-		if err != nil {
-			return nil, fileError("readdir", dir, err)
-		}
-		for _, e := range entries.Files {
-			if !filepath.IsLocal(e.Name) || strings.ContainsAny(e.Name, `/\`) {
-				return nil, fmt.Errorf("box: %s: refusing file name %q from the server: it is not a plain file name", what, e.Name)
-			}
-			if e.IsDir {
-				if recursive {
-					queue = append(queue, path.Join(rel, e.Name))
-					dirs = append(dirs, path.Join(rel, e.Name))
-				}
-				continue
-			}
-			files = append(files, file{remote: path.Join(dir, e.Name), rel: path.Join(rel, e.Name)})
-			total += e.Size
-		}
+// order of the listings, and a *SkippedError when it left entries out.
+func (f *Files) downloadTree(ctx context.Context, what, top, local string, recursive bool, bounds treeBounds, progress func(done, total int64)) ([]string, error) {
+	t, err := f.walkTree(ctx, what, top, recursive, bounds)
+	if err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(local, 0o755); err != nil {
 		return nil, fmt.Errorf("box: %s: %w", what, err)
@@ -442,7 +444,7 @@ func (f *Files) downloadTree(ctx context.Context, what, top, local string, recur
 		return nil, fmt.Errorf("box: %s: %w", what, err)
 	}
 	defer root.Close()
-	for _, d := range dirs {
+	for _, d := range t.dirs {
 		if err := root.MkdirAll(filepath.FromSlash(d), 0o755); err != nil {
 			return nil, fmt.Errorf("box: %s: %w", what, err)
 		}
@@ -450,38 +452,50 @@ func (f *Files) downloadTree(ctx context.Context, what, top, local string, recur
 	var mu sync.Mutex
 	var done int64
 	// The files come in on several goroutines; Progress is called from
-	// one at a time.
+	// one at a time, and skips are noted under the same lock.
 	report := func(n int64) {
 		mu.Lock()
 		defer mu.Unlock()
 		done += n
-		progress(done, total)
+		progress(done, t.total)
 	}
 	// A few files at a time: many small files are bound by round trips.
 	work := make(chan int)
-	wrote := make([]bool, len(files))
+	wrote := make([]bool, len(t.files))
 	errs := make(chan error, 1)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	for range min(8, len(files)) {
+	for range min(8, len(t.files)) {
 		wg.Go(func() {
 			for i := range work {
-				fl := files[i]
-				if err := f.downloadInto(ctx, what, root, fl.remote, filepath.FromSlash(fl.rel), report); err != nil {
+				fl := t.files[i]
+				remote := path.Join(top, fl.rel)
+				err := f.downloadInto(ctx, what, root, remote, filepath.FromSlash(fl.rel), report)
+				var one *entryFailure
+				switch {
+				case err == nil:
+					wrote[i] = true
+				case errors.As(err, &one):
+					// Noted, unless the copy is ending anyway: then
+					// its error is the first failure's, or ctx's.
+					if ctx.Err() == nil {
+						mu.Lock()
+						t.skip(remote, entryError(path.Base(fl.rel), one.err))
+						mu.Unlock()
+					}
+				default:
 					select {
 					case errs <- err:
 					default:
 					}
 					cancel()
-					continue
 				}
-				wrote[i] = true
 			}
 		})
 	}
 feed:
-	for i := range files {
+	for i := range t.files {
 		select {
 		case work <- i:
 		case <-ctx.Done():
@@ -491,7 +505,7 @@ feed:
 	close(work)
 	wg.Wait()
 	var written []string
-	for i, fl := range files {
+	for i, fl := range t.files {
 		if wrote[i] {
 			written = append(written, filepath.Join(local, filepath.FromSlash(fl.rel)))
 		}
@@ -501,21 +515,67 @@ feed:
 		return written, err
 	default:
 	}
-	return written, ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return written, err
+	}
+	// Links last: no file is ever written through one.
+	for _, l := range t.links {
+		if err := makeLink(root, l); err != nil {
+			t.skip(path.Join(top, l.rel), fmt.Errorf("%w: %w", ErrLinkToDir, err))
+		}
+	}
+	if len(t.skipped) > 0 {
+		sortSkipped(t.skipped)
+		return written, &SkippedError{Op: what, Dir: top, Skipped: t.skipped}
+	}
+	return written, nil
 }
+
+// makeLink makes the link l under root, replacing a link already there
+// but nothing else.
+func makeLink(root *os.Root, l treeLink) error {
+	rel, target := filepath.FromSlash(l.rel), filepath.FromSlash(l.target)
+	if fi, err := root.Lstat(rel); err == nil {
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			return fmt.Errorf("making it again: %s is already there and is not a link", filepath.Join(root.Name(), rel))
+		}
+		if old, err := root.Readlink(rel); err == nil && old == target {
+			return nil
+		}
+		if err := root.Remove(rel); err != nil {
+			return fmt.Errorf("making it again: %w", err)
+		}
+	}
+	if err := root.Symlink(target, rel); err != nil {
+		return fmt.Errorf("making it again: %w", err)
+	}
+	return nil
+}
+
+// entryFailure is a failure of one file of a tree download that leaves
+// the others to go on: the box refused that file, or the destination
+// has a link where it goes.
+type entryFailure struct{ err error }
+
+func (e *entryFailure) Error() string { return e.err.Error() }
+func (e *entryFailure) Unwrap() error { return e.err }
 
 // downloadInto streams the box file remote into rel under root. The file
 // is written under a temporary name beside rel and renamed into place when
 // it is whole: a download that fails, or is cancelled because another
 // failed, leaves no part of a file behind, nor a cut one in place of a
-// file that was there before. A symbolic link at rel is refused.
+// file that was there before. A symbolic link at rel is refused. A
+// failure of this file alone is an *entryFailure.
 func (f *Files) downloadInto(ctx context.Context, what string, root *os.Root, remote, rel string, report func(int64)) error {
 	// A link in the destination is neither written through nor replaced.
 	if fi, err := root.Lstat(rel); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		return fmt.Errorf("box: %s %s: %s is a symbolic link: refusing to write through it or replace it", what, remote, filepath.Join(root.Name(), rel))
+		return &entryFailure{fmt.Errorf("box: %s %s: %s is a symbolic link: refusing to write through it or replace it", what, remote, filepath.Join(root.Name(), rel))}
 	}
 	r, err := f.open(ctx, remote, nil)
 	if err != nil {
+		if entryFault(err) {
+			return &entryFailure{err}
+		}
 		return err
 	}
 	defer r.Close()

@@ -18,9 +18,14 @@ import (
 // a box. It implements fs.FS, fs.ReadDirFS, fs.StatFS and fs.ReadFileFS.
 //
 // Every call is a request made with the context FS was made with.
-// Symbolic links are followed. Files report mode 0644 and directories
-// 0755 (the API does not say more), and modification times to the
-// second. File contents stream as they are read.
+// Open and Stat follow symbolic links. ReadDir reports a link as a link
+// (fs.ModeSymlink), as os.DirFS does, when the server says what each
+// entry is (boxd does; otherwise as what it leads to): so fs.WalkDir
+// never goes into a link to a directory, and a box whose directories
+// link to themselves cannot make a walk endless. Files report mode 0644,
+// directories 0755 and links 0777 (the API does not say more), and
+// modification times to the second. File contents stream as they are
+// read.
 type FS struct {
 	f    *Files
 	ctx  context.Context
@@ -39,6 +44,7 @@ var (
 	_ fs.ReadDirFS  = (*FS)(nil)
 	_ fs.StatFS     = (*FS)(nil)
 	_ fs.ReadFileFS = (*FS)(nil)
+	_ fs.ReadLinkFS = (*FS)(nil)
 )
 
 // full returns the box path of name, or an error for a name that io/fs
@@ -70,6 +76,58 @@ func (x *FS) Stat(name string) (fs.FileInfo, error) {
 		return nil, pathError("stat", name, err)
 	}
 	return newFileInfo(path.Base(full), fi.Type == FileTypeDirectory, fi.Size, fi.ModTime), nil
+}
+
+// Lstat describes the file name, and a final symbolic link itself rather
+// than what it leads to.
+func (x *FS) Lstat(name string) (fs.FileInfo, error) {
+	full, err := x.full("lstat", name)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := x.f.lstatInfo(x.ctx, full)
+	if err != nil {
+		return nil, pathError("lstat", name, err)
+	}
+	return fi, nil
+}
+
+// ReadLink returns where the symbolic link name points. It needs a server
+// that lists link targets (boxd); against one that does not, it fails
+// with errors.ErrUnsupported.
+func (x *FS) ReadLink(name string) (string, error) {
+	full, err := x.full("readlink", name)
+	if err != nil {
+		return "", err
+	}
+	dir, base := path.Split(full)
+	r, err := call[gen.ListFilesResponse](x.f.b.c.api.ListFiles(x.ctx, x.f.b.id, &gen.ListFilesParams{Folder: &dir}))
+	if err != nil {
+		return "", pathError("readlink", name, fileError("readdir", dir, err))
+	}
+	for _, e := range r.Files {
+		switch {
+		case e.Name != base:
+		case e.Type == nil:
+			return "", &fs.PathError{Op: "readlink", Path: name, Err: errors.ErrUnsupported}
+		case *e.Type != gen.FileEntryTypeSymlink || e.Target == nil:
+			return "", &fs.PathError{Op: "readlink", Path: name, Err: fs.ErrInvalid}
+		default:
+			return *e.Target, nil
+		}
+	}
+	return "", &fs.PathError{Op: "readlink", Path: name, Err: fs.ErrNotExist}
+}
+
+// lstatInfo describes the box file full without following a final link.
+func (f *Files) lstatInfo(ctx context.Context, full string) (fs.FileInfo, error) {
+	st, err := f.Stat(ctx, full, nil)
+	if err != nil {
+		return nil, err
+	}
+	fi := newFileInfo(path.Base(full), st.Type == FileTypeDirectory, st.Size, st.ModTime)
+	fi.link = st.Type == FileTypeSymlink
+	return fi, nil
 }
 
 // Open opens the file or directory name.
@@ -145,16 +203,36 @@ func (f *Files) listDir(ctx context.Context, full string) ([]fs.DirEntry, error)
 	out := make([]fs.DirEntry, 0, len(r.Files))
 	for _, e := range r.Files {
 		t, _ := time.Parse(time.RFC3339Nano, e.ModTime)
+		if deref(e.Type) == gen.FileEntryTypeSymlink {
+			// The link itself; what Info says of it is asked for, as
+			// os.DirFS does with lstat.
+			out = append(out, &linkEntry{f: f, ctx: ctx, name: e.Name, full: path.Join(full, e.Name)})
+			continue
+		}
 		out = append(out, fs.FileInfoToDirEntry(newFileInfo(e.Name, e.IsDir, e.Size, t)))
 	}
 	slices.SortFunc(out, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	return out, nil
 }
 
+// linkEntry is a symbolic link as a directory entry.
+type linkEntry struct {
+	f          *Files
+	ctx        context.Context
+	name, full string
+}
+
+func (e *linkEntry) Name() string               { return e.name }
+func (e *linkEntry) IsDir() bool                { return false }
+func (e *linkEntry) Type() fs.FileMode          { return fs.ModeSymlink }
+func (e *linkEntry) Info() (fs.FileInfo, error) { return e.f.lstatInfo(e.ctx, e.full) }
+func (e *linkEntry) String() string             { return fs.FormatDirEntry(e) }
+
 // fileInfo is a fs.FileInfo of a box file.
 type fileInfo struct {
 	name    string
 	dir     bool
+	link    bool // a symbolic link itself
 	size    int64
 	modTime time.Time
 }
@@ -170,7 +248,10 @@ func (i *fileInfo) IsDir() bool        { return i.dir }
 func (i *fileInfo) Sys() any           { return nil }
 
 func (i *fileInfo) Mode() fs.FileMode {
-	if i.dir {
+	switch {
+	case i.link:
+		return fs.ModeSymlink | 0o777
+	case i.dir:
 		return fs.ModeDir | 0o755
 	}
 	return 0o644

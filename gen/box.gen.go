@@ -265,6 +265,30 @@ func (e ExecSessionServerFrameType) Valid() bool {
 	}
 }
 
+// Defines values for FileEntryType.
+const (
+	FileEntryTypeDirectory FileEntryType = "directory"
+	FileEntryTypeFile      FileEntryType = "file"
+	FileEntryTypeOther     FileEntryType = "other"
+	FileEntryTypeSymlink   FileEntryType = "symlink"
+)
+
+// Valid indicates whether the value is a known member of the FileEntryType enum.
+func (e FileEntryType) Valid() bool {
+	switch e {
+	case FileEntryTypeDirectory:
+		return true
+	case FileEntryTypeFile:
+		return true
+	case FileEntryTypeOther:
+		return true
+	case FileEntryTypeSymlink:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for FileStatType.
 const (
 	FileStatTypeDirectory FileStatType = "directory"
@@ -1231,6 +1255,8 @@ type ExecSessionServerFrameType string
 
 // FileEntry defines model for FileEntry.
 type FileEntry struct {
+	// IsDir Whether the entry is, or (for a symbolic link) leads to, a directory; `size` too
+	// describes where a link leads, when it leads somewhere.
 	IsDir bool `json:"is_dir"`
 
 	// ModTime Modification time as text (RFC 3339 from boxd).
@@ -1240,7 +1266,23 @@ type FileEntry struct {
 	// Path Absolute path.
 	Path string `json:"path"`
 	Size int64  `json:"size"`
+
+	// Target Where a symbolic link points, as readlink says (only for `type` `symlink`). Like
+	// every name in JSON it is text: bytes that are not UTF-8 arrive as U+FFFD.
+	Target *string `json:"target,omitempty"`
+
+	// Type What the entry is itself, as lstat says (`other`: a FIFO, a socket or a device).
+	// boxd sends it; a client that walks a tree needs it to tell a link to a directory
+	// from a directory, and never to follow one. A server that does not send it leaves
+	// the client to stat each directory it would enter.
+	Type *FileEntryType `json:"type,omitempty"`
 }
+
+// FileEntryType What the entry is itself, as lstat says (`other`: a FIFO, a socket or a device).
+// boxd sends it; a client that walks a tree needs it to tell a link to a directory
+// from a directory, and never to follow one. A server that does not send it leaves
+// the client to stat each directory it would enter.
+type FileEntryType string
 
 // FileStat defines model for FileStat.
 type FileStat struct {

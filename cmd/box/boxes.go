@@ -287,9 +287,14 @@ func (a *app) listCmd() *cobra.Command {
 			}
 			rows := make([][]string, len(list))
 			for i, in := range list {
-				rows[i] = []string{in.ID, dash(in.Name), a.status(in.Status), dash(string(in.Size)), dash(string(in.Runtime)), dash(string(in.Model)), ago(in.CreatedAt)}
+				rows[i] = []string{in.ID, dash(in.Name), string(in.Status), dash(string(in.Size)), dash(string(in.Runtime)), dash(string(in.Model)), ago(in.CreatedAt)}
 			}
-			return a.table([]string{"ID", "NAME", "STATUS", "SIZE", "RUNTIME", "MODEL", "CREATED"}, rows)
+			return a.table([]string{"ID", "NAME", "STATUS", "SIZE", "RUNTIME", "MODEL", "CREATED"}, rows, func(r, c int) string {
+				if c == 2 {
+					return statusColor(list[r].Status)
+				}
+				return ""
+			})
 		},
 	}
 	cmd.Flags().StringVar(&label, "label", "", "only boxes carrying this label")
@@ -305,15 +310,20 @@ func dash(s string) string {
 
 // status paints a box status.
 func (a *app) status(s box.Status) string {
+	return a.paint(statusColor(s), string(s))
+}
+
+// statusColor is the colour of a box status.
+func statusColor(s box.Status) string {
 	switch s {
 	case box.StatusIdle, box.StatusRunning:
-		return a.paint("32", string(s))
+		return "32"
 	case box.StatusPaused, box.StatusCreating:
-		return a.paint("33", string(s))
+		return "33"
 	case box.StatusError:
-		return a.paint("31", string(s))
+		return "31"
 	}
-	return string(s)
+	return ""
 }
 
 // ago says how long ago t was, roughly.
@@ -395,7 +405,7 @@ func (a *app) boxAction(use, short, done string, fn func(context.Context, *box.B
 			if a.json {
 				return a.printJSON(map[string]string{"id": b.ID(), "result": done})
 			}
-			fmt.Fprintf(a.stdout, "%s %s\n", done, b.ID())
+			fmt.Fprintf(a.stdout, "%s %s\n", done, safe(b.ID()))
 			return nil
 		},
 	}
@@ -454,7 +464,7 @@ func (a *app) snapshotCmd() *cobra.Command {
 			if a.json {
 				return a.printJSON(snapshotView{s.ID, s.Name, s.BoxID, s.SizeBytes, string(s.Status), s.CreatedAt})
 			}
-			fmt.Fprintf(a.stdout, "snapshot %s (%s, %d bytes)\n", s.ID, s.Name, s.SizeBytes)
+			fmt.Fprintf(a.stdout, "snapshot %s (%s, %d bytes)\n", safe(s.ID), safe(s.Name), s.SizeBytes)
 			return nil
 		},
 	}
@@ -494,7 +504,7 @@ credentials, which stop working. With both flags, either credential passes.`,
 						if a.json {
 							return a.printJSON(urlView{URL: u.URL, Port: u.Port, BearerToken: u.BearerToken, BasicAuth: u.BasicAuth})
 						}
-						fmt.Fprintln(a.stdout, u.URL)
+						fmt.Fprintln(a.stdout, safe(u.URL))
 						return nil
 					}
 				}
@@ -506,13 +516,13 @@ credentials, which stop working. With both flags, either credential passes.`,
 			if a.json {
 				return a.printJSON(urlView{u.URL, u.Port, u.Token != "", u.Username != "", u.Token, u.Username, u.Password})
 			}
-			fmt.Fprintln(a.stdout, u.URL)
+			fmt.Fprintln(a.stdout, safe(u.URL))
 			if u.Token != "" {
-				fmt.Fprintln(a.stdout, "token:", u.Token)
+				fmt.Fprintln(a.stdout, "token:", safe(u.Token))
 			}
 			if u.Username != "" {
-				fmt.Fprintln(a.stdout, "username:", u.Username)
-				fmt.Fprintln(a.stdout, "password:", u.Password)
+				fmt.Fprintln(a.stdout, "username:", safe(u.Username))
+				fmt.Fprintln(a.stdout, "password:", safe(u.Password))
 			}
 			return nil
 		},
@@ -554,7 +564,7 @@ func (a *app) urlsCmd() *cobra.Command {
 				}
 				rows[i] = []string{strconv.Itoa(u.Port), u.URL, dash(strings.Join(auth, ",")), ago(u.CreatedAt)}
 			}
-			return a.table([]string{"PORT", "URL", "AUTH", "CREATED"}, rows)
+			return a.table([]string{"PORT", "URL", "AUTH", "CREATED"}, rows, nil)
 		},
 	}
 }
@@ -618,14 +628,14 @@ func (a *app) printLogs(ctx context.Context, b *box.Box, skip int) (int, error) 
 			}
 			continue
 		}
-		level := fmt.Sprintf("%-5s", e.Level)
+		level := safe(fmt.Sprintf("%-5s", e.Level))
 		switch e.Level {
 		case "warn":
 			level = a.paint("33", level)
 		case "error":
 			level = a.paint("31", level)
 		}
-		fmt.Fprintf(a.stdout, "%s %s %-6s %s\n", e.Timestamp.Local().Format(time.DateTime), level, e.Source, e.Message)
+		fmt.Fprintf(a.stdout, "%s %s %-6s %s\n", e.Timestamp.Local().Format(time.DateTime), level, safe(string(e.Source)), safe(e.Message))
 	}
 }
 
@@ -665,7 +675,7 @@ func (a *app) envCmd() *cobra.Command {
 			for i, k := range keys {
 				rows[i] = []string{k, env[k]}
 			}
-			return a.table([]string{"KEY", "VALUE"}, rows)
+			return a.table([]string{"KEY", "VALUE"}, rows, nil)
 		},
 	}
 	c.AddCommand(&cobra.Command{

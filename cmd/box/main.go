@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -79,10 +78,10 @@ func run(ctx context.Context, args []string, stdin *os.File, stdout, stderr io.W
 	case errors.As(err, &ee):
 		return ee.code
 	case errors.As(err, &ue) || cobraUsage(err):
-		fmt.Fprintf(stderr, "box: %s\nRun 'box --help' for usage.\n", strings.TrimPrefix(a.redact(err.Error()), "box: "))
+		fmt.Fprintf(stderr, "box: %s\nRun 'box --help' for usage.\n", safeLines(strings.TrimPrefix(a.redact(err.Error()), "box: ")))
 		return 2
 	}
-	fmt.Fprintln(stderr, "box: "+strings.TrimPrefix(a.redact(message(err)), "box: "))
+	fmt.Fprintln(stderr, "box: "+safeLines(strings.TrimPrefix(a.redact(message(err)), "box: ")))
 	return 1
 }
 
@@ -150,14 +149,15 @@ func (a *app) completeBoxes(cmd *cobra.Command, args []string, _ string) ([]cobr
 	}
 	out := make([]cobra.Completion, 0, len(list))
 	for _, in := range list {
-		if slices.Contains(args, in.ID) {
+		// An id that would need escaping is no word a shell could take.
+		if slices.Contains(args, in.ID) || safe(in.ID) != in.ID || strings.ContainsAny(in.ID, " \t") {
 			continue
 		}
 		desc := string(in.Status)
 		if in.Name != "" {
 			desc = in.Name + ", " + desc
 		}
-		out = append(out, cobra.CompletionWithDesc(in.ID, desc))
+		out = append(out, cobra.CompletionWithDesc(in.ID, safe(desc)))
 	}
 	return out, cobra.ShellCompDirectiveNoFileComp
 }
@@ -208,32 +208,38 @@ func (a *app) printJSON(v any) error {
 	return enc.Encode(v)
 }
 
-// table writes rows under headers, aligned. Widths are counted in runes of
-// the visible text, so cells may carry colour.
-func (a *app) table(headers []string, rows [][]string) error {
-	if a.color() {
-		headers = slices.Clone(headers)
-		for i, h := range headers {
-			headers[i] = "\x1b[1m" + h + "\x1b[0m"
-		}
-	}
+// table writes rows under headers, aligned. Cells are text as it came
+// (from a box, often): table escapes them (see safe). style, when not
+// nil, gives the colour of a cell (an SGR code such as "34", or "").
+func (a *app) table(headers []string, rows [][]string, style func(row, col int) string) error {
 	all := append([][]string{headers}, rows...)
+	cells := make([][]string, len(all))
 	var widths []int
-	for _, r := range all {
-		for i, c := range r {
+	for r, row := range all {
+		cells[r] = make([]string, len(row))
+		for i, c := range row {
+			c = safe(c)
+			cells[r][i] = c
 			if i == len(widths) {
 				widths = append(widths, 0)
 			}
-			widths[i] = max(widths[i], visibleWidth(c))
+			widths[i] = max(widths[i], utf8.RuneCountInString(c))
 		}
 	}
 	var line strings.Builder
-	for _, r := range all {
+	for r, row := range cells {
 		line.Reset()
-		for i, c := range r {
-			line.WriteString(c)
-			if i < len(r)-1 {
-				line.WriteString(strings.Repeat(" ", widths[i]-visibleWidth(c)+2))
+		for i, c := range row {
+			switch {
+			case r == 0:
+				line.WriteString(a.paint("1", c))
+			case style != nil:
+				line.WriteString(a.paint(style(r-1, i), c))
+			default:
+				line.WriteString(c)
+			}
+			if i < len(row)-1 {
+				line.WriteString(strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c)+2))
 			}
 		}
 		line.WriteByte('\n')
@@ -242,14 +248,6 @@ func (a *app) table(headers []string, rows [][]string) error {
 		}
 	}
 	return nil
-}
-
-// sgr matches the colour sequences paint writes.
-var sgr = regexp.MustCompile("\x1b\\[[0-9;]*m")
-
-// visibleWidth is the number of runes of s a terminal shows.
-func visibleWidth(s string) int {
-	return utf8.RuneCountInString(sgr.ReplaceAllString(s, ""))
 }
 
 // color reports whether output may be coloured: a terminal, unless
@@ -267,9 +265,11 @@ func (a *app) interactive() bool {
 	return a.stdin != nil && term.IsTerminal(int(a.stdin.Fd()))
 }
 
-// paint wraps s in an ANSI colour when output may be coloured.
+// paint wraps s in an ANSI colour when output may be coloured and code
+// is not empty. s is escaped (see safe) either way.
 func (a *app) paint(code, s string) string {
-	if !a.color() {
+	s = safe(s)
+	if code == "" || !a.color() {
 		return s
 	}
 	return "\x1b[" + code + "m" + s + "\x1b[0m"

@@ -139,7 +139,7 @@ func (a *app) repl(ctx context.Context, b *box.Box) error {
 		case interrupted:
 			fmt.Fprintln(a.stderr, a.paint("33", "interrupted"))
 		case err != nil:
-			fmt.Fprintf(a.stderr, "%s %s\n", a.paint("31", "error:"), a.redact(err.Error()))
+			fmt.Fprintf(a.stderr, "%s %s\n", a.paint("31", "error:"), safeLines(a.redact(err.Error())))
 		}
 		if leave {
 			return nil
@@ -195,20 +195,20 @@ func (a *app) replLine(ctx context.Context, b *box.Box, line string) (leave bool
 		var s *box.Snapshot
 		err := a.spin("taking snapshot", func() (err error) { s, err = b.Snapshot(ctx, name); return err })
 		if err == nil {
-			fmt.Fprintf(a.stdout, "snapshot %s (%d bytes)\n", s.ID, s.SizeBytes)
+			fmt.Fprintf(a.stdout, "snapshot %s (%d bytes)\n", safe(s.ID), s.SizeBytes)
 		}
 		return false, err
 	case "pause":
 		if err := b.Pause(ctx); err != nil {
 			return false, err
 		}
-		fmt.Fprintf(a.stdout, "paused %s\n", b.ID())
+		fmt.Fprintf(a.stdout, "paused %s\n", safe(b.ID()))
 		return true, nil
 	case "delete":
 		if err := b.Delete(ctx); err != nil {
 			return false, err
 		}
-		fmt.Fprintf(a.stdout, "deleted %s\n", b.ID())
+		fmt.Fprintf(a.stdout, "deleted %s\n", safe(b.ID()))
 		return true, nil
 	default:
 		return false, fmt.Errorf("unknown command /%s: type help", cmd)
@@ -291,15 +291,29 @@ func (a *app) replFiles(ctx context.Context, b *box.Box, rest string) error {
 		if err != nil {
 			return err
 		}
+		// Names come from the box: table escapes them.
 		rows := make([][]string, len(entries))
 		for i, e := range entries {
 			name := e.Name
-			if e.IsDir {
-				name = a.paint("34", name+"/")
+			switch {
+			case e.Type == box.FileTypeSymlink:
+				name += " -> " + e.Target
+			case e.IsDir:
+				name += "/"
 			}
 			rows[i] = []string{name, fmt.Sprint(e.Size), e.ModTime.Local().Format("Jan _2 15:04")}
 		}
-		return a.table([]string{"NAME", "SIZE", "MODIFIED"}, rows)
+		return a.table([]string{"NAME", "SIZE", "MODIFIED"}, rows, func(r, c int) string {
+			switch {
+			case c != 0:
+				return ""
+			case entries[r].Type == box.FileTypeSymlink:
+				return "36"
+			case entries[r].IsDir:
+				return "34"
+			}
+			return ""
+		})
 	case "upload":
 		local, dest, _ := strings.Cut(args, " ")
 		if local == "" {
@@ -357,7 +371,7 @@ func (a *app) replGit(ctx context.Context, b *box.Box, rest string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(a.stdout, pr.URL)
+		fmt.Fprintln(a.stdout, safe(pr.URL))
 		if pr.Warning != "" {
 			fmt.Fprintln(a.stderr, a.paint("33", "warning: "+pr.Warning))
 		}
@@ -462,9 +476,12 @@ func (c *completer) paths(p string) ([][]rune, int) {
 	if err != nil {
 		return nil, 0
 	}
-	names := make([]pathName, len(entries))
-	for i, e := range entries {
-		names[i] = pathName{e.Name, e.IsDir}
+	names := make([]pathName, 0, len(entries))
+	for _, e := range entries {
+		// A name that would need escaping is never put on the line.
+		if safe(e.Name) == e.Name {
+			names = append(names, pathName{e.Name, e.IsDir})
+		}
 	}
 	return completeNames(base, names, "/"), len([]rune(base))
 }

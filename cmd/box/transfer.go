@@ -262,6 +262,15 @@ func (a *app) download(ctx context.Context, from remote, local string) error {
 		bar := a.bar("downloading", -1)
 		err := b.Files.DownloadDir(ctx, from.path, local, progress(bar))
 		finish(bar)
+		var se *box.SkippedError
+		if errors.As(err, &se) {
+			// Everything else was copied: say what was not, one line
+			// each, and fail.
+			for _, s := range se.Skipped {
+				fmt.Fprintf(a.stderr, "box: warning: skipped %s: %s\n", safe(s.Path), safeLines(a.redact(s.Err.Error())))
+			}
+			return fmt.Errorf("copied %s to %s but for %d %s (see the warnings above)", from.box+":"+from.path, local, len(se.Skipped), plural(len(se.Skipped), "entry", "entries"))
+		}
 		return a.copied(err, -1, from.box+":"+from.path, local)
 	}
 	out, err := os.OpenFile(local, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
@@ -296,9 +305,17 @@ func (a *app) copied(err error, n int64, from, to string) error {
 		return a.printJSON(v)
 	}
 	if n >= 0 {
-		fmt.Fprintf(a.stderr, "copied %s to %s (%d bytes)\n", from, to, n)
+		fmt.Fprintf(a.stderr, "copied %s to %s (%d bytes)\n", safe(from), safe(to), n)
 	} else {
-		fmt.Fprintf(a.stderr, "copied %s to %s\n", from, to)
+		fmt.Fprintf(a.stderr, "copied %s to %s\n", safe(from), safe(to))
 	}
 	return nil
+}
+
+// plural is one or many, as n says.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

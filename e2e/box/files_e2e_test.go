@@ -454,12 +454,17 @@ func TestUploadProgressAndRecursiveDownload(t *testing.T) {
 		t.Error("Download without Recursive made a subdirectory")
 	}
 
-	// A directory below the top that cannot be listed fails the download.
+	// A directory below the top that cannot be listed is skipped, with
+	// fs.ErrPermission, and the rest of the tree is copied.
 	mustRun(t, b, "mkdir tree/sub/locked && chmod 000 tree/sub/locked")
 	if mustRun(t, b, "id -u").Stdout != "0\n" {
-		_, err := b.Files.Download(ctx, &box.DownloadParams{Folder: "tree", Dest: t.TempDir(), Recursive: true})
-		if !errors.Is(err, fs.ErrPermission) {
-			t.Errorf("Download of a tree with a locked directory = %v, want fs.ErrPermission", err)
+		written, err := b.Files.Download(ctx, &box.DownloadParams{Folder: "tree", Dest: t.TempDir(), Recursive: true})
+		var se *box.SkippedError
+		if !errors.As(err, &se) || len(se.Skipped) != 1 || se.Skipped[0].Path != "/workspace/home/tree/sub/locked" || !errors.Is(se.Skipped[0].Err, fs.ErrPermission) {
+			t.Errorf("Download of a tree with a locked directory = %v, want it skipped with fs.ErrPermission", err)
+		}
+		if len(written) != len(contents) {
+			t.Errorf("Download of a tree with a locked directory wrote %q, want the %d files", written, len(contents))
 		}
 	}
 }

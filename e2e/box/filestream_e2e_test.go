@@ -2,6 +2,7 @@ package box_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
 	"html/template"
@@ -422,9 +423,10 @@ func TestFSView(t *testing.T) {
 	}
 }
 
-// TestDownloadLeavesNoPartialFiles: when one file of a download fails,
-// the downloads it cancels leave nothing cut behind: each local file is
-// whole or untouched, and no temporary file stays.
+// TestDownloadLeavesNoPartialFiles: a file of a download that cannot be
+// read is reported and the others are all copied; a download cancelled
+// in the middle leaves nothing cut behind: each local file is whole or
+// untouched, and no temporary file stays.
 func TestDownloadLeavesNoPartialFiles(t *testing.T) {
 	t.Parallel()
 	srv := boxtest.NewServer(t)
@@ -435,37 +437,65 @@ func TestDownloadLeavesNoPartialFiles(t *testing.T) {
 	}
 	// 12 files of 4 MiB, and one in the middle that cannot be read.
 	mustRun(t, b, "mkdir out && for i in $(seq -w 0 11); do head -c 4194304 /dev/urandom > out/f$i; done && echo x > out/f05b && chmod 000 out/f05b")
-	for _, recursive := range []bool{false, true} {
-		dest := t.TempDir()
-		// A file that was there before keeps its content unless it is
-		// replaced whole.
-		if err := os.WriteFile(filepath.Join(dest, "f10"), []byte("before"), 0o644); err != nil {
-			t.Fatal(err)
+	for _, cancelled := range []bool{false, true} {
+		for _, recursive := range []bool{false, true} {
+			dest := t.TempDir()
+			// A file that was there before keeps its content unless it is
+			// replaced whole.
+			if err := os.WriteFile(filepath.Join(dest, "f10"), []byte("before"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			dctx, cancel := context.WithCancel(ctx)
+			progress := func(done, _ int64) {
+				if cancelled && done > 10<<20 {
+					cancel()
+				}
+			}
+			written, err := b.Files.Download(dctx, &box.DownloadParams{Folder: "out", Dest: dest, Recursive: recursive, Progress: progress})
+			cancel()
+			if cancelled {
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("Download (recursive %v) cancelled in the middle = %v, want context.Canceled", recursive, err)
+				}
+			} else {
+				var se *box.SkippedError
+				if !errors.As(err, &se) || len(se.Skipped) != 1 || se.Skipped[0].Path != "/workspace/home/out/f05b" || !errors.Is(se.Skipped[0].Err, fs.ErrPermission) {
+					t.Fatalf("Download (recursive %v) = %v, want the unreadable file alone skipped, with fs.ErrPermission", recursive, err)
+				}
+				if len(written) != 12 {
+					t.Errorf("Download (recursive %v) wrote %d files, want the 12 readable ones", recursive, len(written))
+				}
+			}
+			checkWholeOrUntouched(t, b, dest)
 		}
-		_, err := b.Files.Download(ctx, &box.DownloadParams{Folder: "out", Dest: dest, Recursive: recursive})
-		if !errors.Is(err, fs.ErrPermission) {
-			t.Fatalf("Download (recursive %v) = %v, want the unreadable file's fs.ErrPermission", recursive, err)
-		}
-		entries, err := os.ReadDir(dest)
+	}
+}
+
+// checkWholeOrUntouched checks that every file in dest is a whole copy of
+// the box file out/<name>, or f10 as it was before, and that no
+// temporary file is left.
+func checkWholeOrUntouched(t *testing.T, b *box.Box, dest string) {
+	t.Helper()
+	ctx := t.Context()
+	entries, err := os.ReadDir(dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		got, err := os.ReadFile(filepath.Join(dest, e.Name()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, e := range entries {
-			got, err := os.ReadFile(filepath.Join(dest, e.Name()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if e.Name() == "f10" && string(got) == "before" {
-				continue
-			}
-			want, err := b.Files.Read(ctx, "out/"+e.Name())
-			if err != nil {
-				t.Errorf("%s is left locally: %v", e.Name(), err)
-				continue
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("%s is left with %d of its %d bytes", e.Name(), len(got), len(want))
-			}
+		if e.Name() == "f10" && string(got) == "before" {
+			continue
+		}
+		want, err := b.Files.Read(ctx, "out/"+e.Name())
+		if err != nil {
+			t.Errorf("%s is left locally: %v", e.Name(), err)
+			continue
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s is left with %d of its %d bytes", e.Name(), len(got), len(want))
 		}
 	}
 }

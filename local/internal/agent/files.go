@@ -35,6 +35,10 @@ type fileEntry struct {
 	Size    int64
 	IsDir   bool
 	ModTime time.Time
+	// Type is what the entry is itself (lstat): file, directory,
+	// symlink or other; Target, for a symlink, where it points.
+	Type   string
+	Target string
 }
 
 type fileStat struct {
@@ -218,8 +222,10 @@ func (a *Agent) writeStream(bp string, r io.Reader) (err error) {
 	return syncDir(dir)
 }
 
+// syncDir syncs the directory dir. A box may have put a FIFO there by
+// now: it is opened without waiting for a writer.
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
+	d, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil
 	}
@@ -245,14 +251,17 @@ func (a *Agent) listFiles(folder string) ([]fileEntry, error) {
 			continue // removed while listing
 		}
 		// A symbolic link is listed as what it leads to, when it leads
-		// somewhere (as ls -L does).
+		// somewhere (as ls -L does), and its type says it is a link, so
+		// that a client walking the tree need not follow it.
+		typ, target := fileType(fi.Mode()), ""
 		if fi.Mode()&fs.ModeSymlink != 0 {
-			if t, err := os.Stat(filepath.Join(a.fs.real(bp), e.Name())); err == nil {
+			real := filepath.Join(a.fs.real(bp), e.Name())
+			target, _ = os.Readlink(real)
+			if t, err := os.Stat(real); err == nil {
 				fi = t
 			}
 		}
-		isDir := fi.IsDir()
-		out = append(out, fileEntry{Name: e.Name(), Path: path.Join(bp, e.Name()), Size: fi.Size(), IsDir: isDir, ModTime: fi.ModTime()})
+		out = append(out, fileEntry{Name: e.Name(), Path: path.Join(bp, e.Name()), Size: fi.Size(), IsDir: fi.IsDir(), ModTime: fi.ModTime(), Type: typ, Target: target})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -273,22 +282,25 @@ func (a *Agent) statFile(p string, follow bool) (fileStat, error) {
 	if err != nil {
 		return fileStat{}, fsError(bp, err)
 	}
-	st := fileStat{Size: fi.Size(), ModTime: fi.ModTime()}
-	switch m := fi.Mode(); {
-	case m.IsRegular():
-		st.Type = "file"
-	case m.IsDir():
-		st.Type = "directory"
-	case m&fs.ModeSymlink != 0:
-		st.Type = "symlink"
-	default:
-		st.Type = "other"
-	}
+	st := fileStat{Type: fileType(fi.Mode()), Size: fi.Size(), ModTime: fi.ModTime()}
 	st.Inode = inode(fi)
 	// An opaque token that changes when the file is replaced, modified or
 	// resized.
 	st.Version = strconv.FormatUint(st.Inode, 36) + "-" + strconv.FormatInt(fi.ModTime().UnixNano(), 36) + "-" + strconv.FormatInt(fi.Size(), 36)
 	return st, nil
+}
+
+// fileType names the kind of a file of mode m as the API does.
+func fileType(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "file"
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
+	}
+	return "other"
 }
 
 func (a *Agent) mkdir(p string, parents bool) error {
@@ -393,11 +405,21 @@ func copyTree(src, dst string) error {
 			}
 		}
 	case m.IsRegular():
-		in, err := os.Open(src)
+		// The box may have made it a FIFO since: it is opened without
+		// waiting, and copied only if it is still a regular file.
+		in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			return err
 		}
 		defer in.Close()
+		if fi, err := in.Stat(); err != nil {
+			return err
+		} else if !fi.Mode().IsRegular() {
+			return errorf(http.StatusConflict, "a file changed into something else while it was moved")
+		}
+		if err := setBlocking(in); err != nil {
+			return err
+		}
 		out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {
 			return err

@@ -89,6 +89,8 @@ func toExecResponse(r result) execResponse {
 	return execResponse{res: res, cpu: r.CPU}
 }
 
+func ptr[T any](v T) *T { return &v }
+
 func deref[T any](p *T) T {
 	var zero T
 	if p == nil {
@@ -241,7 +243,10 @@ func (s *api) ListFiles(ctx context.Context, req gen.ListFilesRequestObject) (ge
 	}
 	files := make([]gen.FileEntry, len(entries))
 	for i, e := range entries {
-		files[i] = gen.FileEntry{Name: e.Name, Path: e.Path, Size: e.Size, IsDir: e.IsDir, ModTime: e.ModTime.UTC().Format(time.RFC3339)}
+		files[i] = gen.FileEntry{Name: e.Name, Path: e.Path, Size: e.Size, IsDir: e.IsDir, ModTime: e.ModTime.UTC().Format(time.RFC3339), Type: ptr(gen.FileEntryType(e.Type))}
+		if e.Type == "symlink" {
+			files[i].Target = ptr(e.Target)
+		}
 	}
 	return gen.ListFiles200JSONResponse{Files: files}, nil
 }
