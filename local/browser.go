@@ -25,6 +25,7 @@ import (
 	"github.com/upstash/box-go/local/internal/agent"
 	"github.com/upstash/box-go/local/internal/browser"
 	"github.com/upstash/box-go/local/internal/egress"
+	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/sandbox"
 	"github.com/upstash/box-go/local/internal/store"
 )
@@ -178,7 +179,7 @@ func (bs *browsers) box(id string) *boxBrowser {
 
 // noBrowser is the answer for a box created without one.
 func noBrowser(b *store.Box) error {
-	return errorf(http.StatusConflict, "box %s has no browser: create it with browser: true", b.ID)
+	return errdefs.Conflict("box %s has no browser: create it with browser: true", b.ID)
 }
 
 // ensure returns b's browser, starting the box and Chromium as needed.
@@ -187,7 +188,7 @@ func (bs *browsers) ensure(ctx context.Context, b *store.Box) (*boxBrowser, *bro
 		return nil, nil, noBrowser(b)
 	}
 	if bs.chromiumErr != nil {
-		return nil, nil, errorf(http.StatusNotImplemented, "boxd cannot run a browser here: %v", bs.chromiumErr)
+		return nil, nil, errdefs.NotImplemented("boxd cannot run a browser here: %v", bs.chromiumErr)
 	}
 	bs.mu.Lock()
 	closed := bs.closed
