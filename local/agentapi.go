@@ -23,9 +23,6 @@ import (
 	"github.com/upstash/box-go/local/internal/store"
 )
 
-func init() {
-	implement("StreamAgentRun", "RunAgent", "CancelRun", "ConfigureModel", "ConfigureCustomRunner")
-}
 
 // maxArgPrompt bounds a prompt passed as a command-line argument (the
 // kernel refuses single arguments over 128 KiB).

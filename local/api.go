@@ -17,18 +17,74 @@ import (
 	"github.com/upstash/box-go/local/internal/store"
 )
 
-// routes builds boxd's handler: data-plane routes go to the box's agent,
-// everything else to the generated strict server backed by controlPlane.
-func (s *Server) routes() http.Handler {
-	dp := http.NewServeMux()
-	for _, p := range dataPlane {
-		dp.HandleFunc(p, s.proxy)
+// access says what lets a request through to a route.
+type access int
+
+const (
+	// byAPIKey routes need boxd's API key (X-Box-Api-Key, or the bearer
+	// token of Authorization).
+	byAPIKey access = iota
+	// byCDPToken and byLiveToken routes are opened by a browser tool or a
+	// viewer that holds only a URL: they need the unexpired token of that
+	// kind, for that box, in the URL's query, and no API key.
+	byCDPToken
+	byLiveToken
+)
+
+// route is one entry of boxd's route table.
+type route struct {
+	pattern string
+	access  access
+	handler http.HandlerFunc
+}
+
+// routeTable is every route boxd serves by path, with what lets a request
+// through to it. Public URLs are served before it, by Host (withPreviews),
+// with the auth each URL was created with.
+func (s *Server) routeTable() []route {
+	bs := s.browsers
+	table := []route{
+		{"GET /v2/box/{id}/browser/cdp/{rest...}", byCDPToken, bs.serveCDP},
+		{"GET /v2/box/{id}/browser/live", byLiveToken, bs.serveLive},
+		{"GET /v2/box/{id}/browser/live/ws", byLiveToken, bs.serveLiveWS},
+		{"GET /v2/box/{id}/browser/recordings/{rid}/segments/{name}", byAPIKey, bs.recs.serveSegment},
 	}
+	// The data plane goes to the box's agent as it is.
+	for _, p := range dataPlane {
+		table = append(table, route{p, byAPIKey, s.proxy})
+	}
+	// Everything else is the control plane's: the generated strict server.
+	return append(table, route{"/", byAPIKey, s.controlPlaneHandler().ServeHTTP})
+}
+
+// routes builds boxd's handler from its route table.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range s.routeTable() {
+		mux.Handle(rt.pattern, s.guard(rt.access, rt.handler))
+	}
+	return mux
+}
+
+// guard lets through to next the requests that access allows.
+func (s *Server) guard(a access, next http.HandlerFunc) http.Handler {
+	switch a {
+	case byCDPToken:
+		return s.browsers.tokenGuard("cdp", "the CDP URL's token is invalid or has expired; get a new URL", next)
+	case byLiveToken:
+		return s.browsers.tokenGuard("live", "the live view URL's token is invalid or has expired; get a new URL", next)
+	}
+	return s.authenticate(next)
+}
+
+// controlPlaneHandler serves the operations boxd answers itself, through
+// the generated strict server, with request bodies bounded.
+func (s *Server) controlPlaneHandler() http.Handler {
 	base := http.NewServeMux()
 	base.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not found")
 	})
-	strict := gen.NewStrictHandlerWithOptions(&controlPlane{s: s}, []gen.StrictMiddlewareFunc{onlyImplemented}, gen.StrictHTTPServerOptions{
+	strict := gen.NewStrictHandlerWithOptions(&controlPlane{s: s}, nil, gen.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.As(err, new(*http.MaxBytesError)) {
 				writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(s.cfg.MaxBodyBytes, 10)+" bytes")
@@ -55,11 +111,7 @@ func (s *Server) routes() http.Handler {
 		},
 	})
 	limit := s.cfg.MaxBodyBytes
-	return s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, pattern := dp.Handler(r); pattern != "" {
-			dp.ServeHTTP(w, r)
-			return
-		}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > limit {
 			writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(limit, 10)+" bytes")
 			return
@@ -69,32 +121,7 @@ func (s *Server) routes() http.Handler {
 			return
 		}
 		api.ServeHTTP(w, r)
-	}))
-}
-
-// implemented lists the control-plane operations boxd answers; the others
-// get 501 until they are built. Feature files add theirs with implement in
-// an init function.
-var implemented = map[string]bool{}
-
-func implement(ops ...string) {
-	for _, op := range ops {
-		implemented[op] = true
-	}
-}
-
-func init() {
-	implement("CreateBox", "ListBoxes", "DeleteBoxes", "GetBox", "DeleteBox", "GetBoxStatus", "PauseBox",
-		"ResumeBox", "GetBoxLogs", "ListBoxRuns", "GetBoxRun")
-}
-
-func onlyImplemented(f gen.StrictHandlerFunc, op string) gen.StrictHandlerFunc {
-	if implemented[op] {
-		return f
-	}
-	return func(ctx context.Context, w http.ResponseWriter, r *http.Request, req any) (any, error) {
-		return nil, errdefs.NotImplemented("%s is not implemented by boxd yet", op)
-	}
+	})
 }
 
 // statuses is where the kinds of domain errors (errdefs) become HTTP
@@ -142,14 +169,17 @@ func (s *Server) storeError(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusInternalServerError, "internal error")
 }
 
-// controlPlane implements the operations boxd answers itself. The embedded
-// nil interface stands for the data-plane operations (routed to the box's
-// agent before this handler) and for those not built yet (answered 501 by
-// onlyImplemented); neither reaches it.
+// controlPlane implements the operations boxd answers itself, and, through
+// agentOperations, stands in for those of the data plane, which reach the
+// box's agent before this handler.
 type controlPlane struct {
-	gen.StrictServerInterface
+	agentOperations
 	s *Server
 }
+
+// controlPlane answers every operation of the API: a missing one is a
+// compile error, not a 501 at run time.
+var _ gen.StrictServerInterface = (*controlPlane)(nil)
 
 func message(m string) gen.MessageResponse { return gen.MessageResponse{Message: &m} }
 
@@ -386,8 +416,9 @@ func (c *controlPlane) deleteBox(id string) error {
 	if err != nil {
 		return err
 	}
-	c.s.inits.stop(id) // one that a racing start began
-	c.s.schedules.forgetBox(id)
+	for _, fn := range c.s.boxDeleted {
+		fn(id)
+	}
 	return nil
 }
 

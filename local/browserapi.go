@@ -18,10 +18,6 @@ import (
 	"github.com/upstash/box-go/local/internal/store"
 )
 
-func init() {
-	implement("CreateBrowserTab", "ListBrowserTabs", "CloseBrowserTab", "BrowserGoto", "GetBrowserContent",
-		"BrowserScreenshot", "BrowserExtract", "BrowserObserve", "BrowserAct", "BrowserConnect", "BrowserScreencast")
-}
 
 // Bounds of browser operations that carry no timeout of their own.
 const (

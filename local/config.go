@@ -13,11 +13,6 @@ import (
 	"github.com/upstash/box-go/local/internal/store"
 )
 
-func init() {
-	implement("AddLabel", "RemoveLabel", "AddSkill", "RemoveSkill",
-		"ListEnv", "SetAllEnv", "SetEnv", "DeleteEnv",
-		"GetInitCommand", "SetInitCommand", "DeleteInitCommand")
-}
 
 // Labels.
 

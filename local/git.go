@@ -35,10 +35,6 @@ import (
 	"github.com/upstash/box-go/local/internal/store"
 )
 
-func init() {
-	implement("GitClone", "GitStatus", "GitDiff", "GitCommit", "GitPush", "GitCheckout",
-		"GitCreatePR", "GitCreateIssue", "GitExec", "UpdateGitConfig", "UpdateGitConfigLegacy")
-}
 
 // The identity commits get when neither the request, the box nor the
 // box's git configuration names one.

@@ -9,9 +9,6 @@ import (
 	"github.com/upstash/box-go/local/internal/store"
 )
 
-func init() {
-	implement("UpdateNetworkPolicy")
-}
 
 // validateNetworkPolicy checks a policy from a request (see
 // egress.Compile for the rules).

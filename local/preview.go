@@ -26,9 +26,6 @@ import (
 	"github.com/upstash/box-go/local/internal/store"
 )
 
-func init() {
-	implement("CreatePreview", "ListPreviews", "DeletePreview")
-}
 
 // defaultPreviewDomain is the domain public URLs live under unless
 // Config.PublicURLBase says otherwise. Browsers and curl resolve every

@@ -24,10 +24,6 @@ import (
 	"github.com/upstash/box-go/local/internal/store"
 )
 
-func init() {
-	implement("StartBrowserRecording", "ListBrowserRecordings", "StopBrowserRecording", "GetBrowserRecording",
-		"DownloadBrowserRecording", "GetBrowserRecordingPlaylist")
-}
 
 // A recording follows the box's foreground tab (the one the API used
 // last, or the newest one a CDP client opened) through its screencast;
@@ -324,6 +320,23 @@ func (rs *recordings) stop(ctx context.Context, boxID string) (*store.Recording,
 		return nil, ctx.Err()
 	}
 	return rs.view(boxID, ar.rec.ID)
+}
+
+// forgetBox ends the active recording of a deleted box and deletes the
+// box's recording records (their files went with the box's).
+func (rs *recordings) forgetBox(boxID string) {
+	rs.mu.Lock()
+	ar := rs.active[boxID]
+	rs.mu.Unlock()
+	if ar != nil {
+		// Its browser went with the sandbox: what the recording
+		// stores when it ends is deleted next.
+		ar.r.Stop(browser.StopLost)
+		<-ar.done
+	}
+	if err := rs.bs.s.db.DeleteRecordings(boxID); err != nil {
+		rs.bs.s.log.Warn("recordings: cannot delete a deleted box's records", "box", boxID, "err", err)
+	}
 }
 
 // close stops every active recording and waits for their files.

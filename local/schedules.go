@@ -59,9 +59,6 @@ import (
 // activations missed while boxd was down are not made up for. Deleting a
 // box deletes its schedules.
 
-func init() {
-	implement("CreateSchedule", "ListSchedules", "GetSchedule", "UpdateSchedule", "DeleteSchedule", "PauseSchedule", "ResumeSchedule")
-}
 
 // Schedule types and statuses, as on the wire.
 const (
