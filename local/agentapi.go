@@ -23,7 +23,6 @@ import (
 	"github.com/upstash/box-go/local/internal/store"
 )
 
-
 // maxArgPrompt bounds a prompt passed as a command-line argument (the
 // kernel refuses single arguments over 128 KiB).
 const maxArgPrompt = 100 << 10

@@ -18,7 +18,6 @@ import (
 	"github.com/upstash/box-go/local/internal/store"
 )
 
-
 // Bounds of browser operations that carry no timeout of their own.
 const (
 	pageOpTimeout  = 60 * time.Second

@@ -13,7 +13,6 @@ import (
 	"github.com/upstash/box-go/local/internal/store"
 )
 
-
 // Labels.
 
 func (c *controlPlane) AddLabel(ctx context.Context, req gen.AddLabelRequestObject) (gen.AddLabelResponseObject, error) {

@@ -35,7 +35,6 @@ import (
 	"github.com/upstash/box-go/local/internal/store"
 )
 
-
 // The identity commits get when neither the request, the box nor the
 // box's git configuration names one.
 const (

@@ -9,7 +9,6 @@ import (
 	"github.com/upstash/box-go/local/internal/store"
 )
 
-
 // validateNetworkPolicy checks a policy from a request (see
 // egress.Compile for the rules).
 func validateNetworkPolicy(np *gen.NetworkPolicy) error {

@@ -26,7 +26,6 @@ import (
 	"github.com/upstash/box-go/local/internal/store"
 )
 
-
 // defaultPreviewDomain is the domain public URLs live under unless
 // Config.PublicURLBase says otherwise. Browsers and curl resolve every
 // name under .localhost to the loopback address.

@@ -24,7 +24,6 @@ import (
 	"github.com/upstash/box-go/local/internal/store"
 )
 
-
 // A recording follows the box's foreground tab (the one the API used
 // last, or the newest one a CDP client opened) through its screencast;
 // boxd repeats the latest frame at recordingFPS and ffmpeg, on the host,

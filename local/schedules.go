@@ -59,7 +59,6 @@ import (
 // activations missed while boxd was down are not made up for. Deleting a
 // box deletes its schedules.
 
-
 // Schedule types and statuses, as on the wire.
 const (
 	scheduleExec   = "exec"

@@ -45,7 +45,6 @@ import (
 // before anything runs in it. Files keep their modes and modification
 // times; symbolic links stay links; everything belongs to the box user.
 
-
 // maxSnapshotName bounds a snapshot's name.
 const maxSnapshotName = 256
 
