@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/upstash/box-go/gen"
+	"github.com/upstash/box-go/local/internal/errdefs"
 )
 
 // Attachment limits.
@@ -137,9 +138,9 @@ func (gh *ghClient) do(ctx context.Context, method, p string, in, out any) error
 func apiErr(err error, hint string) error {
 	var ge *ghError
 	if errors.As(err, &ge) && ge.status < 500 {
-		return errorf(http.StatusBadRequest, "%s%s", ge.Error(), hint)
+		return errdefs.Invalid("%s%s", ge.Error(), hint)
 	}
-	return errorf(http.StatusBadGateway, "%s", err.Error())
+	return errdefs.Upstream("%s", err.Error())
 }
 
 // repoRef is a repository on GitHub.
@@ -177,7 +178,7 @@ func parseRemote(remote string) (host string, repo repoRef, ok bool) {
 func (g *gitBox) github(ctx context.Context, what string) (*ghClient, repoRef, func(), error) {
 	var repo repoRef
 	if g.token == "" {
-		return nil, repo, nil, errorf(http.StatusBadRequest, "creating %s needs a GitHub token: give the box one at create (git.token), or with a clone (github_token)", what)
+		return nil, repo, nil, errdefs.Invalid("creating %s needs a GitHub token: give the box one at create (git.token), or with a clone (github_token)", what)
 	}
 	r, err := g.git(ctx, gitOpts{}, "remote", "get-url", "origin")
 	if err != nil {
@@ -187,14 +188,14 @@ func (g *gitBox) github(ctx context.Context, what string) (*ghClient, repoRef, f
 		if notRepo(r) {
 			return nil, repo, nil, g.failed("remote", r)
 		}
-		return nil, repo, nil, errorf(http.StatusBadRequest, "creating %s: the repository in %s has no remote named origin", what, g.dir())
+		return nil, repo, nil, errdefs.Invalid("creating %s: the repository in %s has no remote named origin", what, g.dir())
 	}
 	remote := strings.TrimSpace(r.out)
 	host, repo, ok := parseRemote(remote)
 	web, api := g.s.githubURLs()
 	wu, _ := url.Parse(web)
 	if !ok || wu == nil || !strings.EqualFold(host, wu.Hostname()) {
-		return nil, repo, nil, errorf(http.StatusBadRequest, "creating %s: origin (%s) is not a repository on %s", what, g.secret.scrub(remote), web)
+		return nil, repo, nil, errdefs.Invalid("creating %s: origin (%s) is not a repository on %s", what, g.secret.scrub(remote), web)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	gh := &ghClient{api: api, token: g.token, hc: &http.Client{Transport: tr, Timeout: 2 * time.Minute}, secret: g.secret}
@@ -215,14 +216,14 @@ type ghAttachment struct {
 // relative to the folder) from the box, through its agent.
 func (g *gitBox) readAttachments(ctx context.Context, attach []string) ([]*ghAttachment, error) {
 	if len(attach) > maxIssueAttachments {
-		return nil, errorf(http.StatusBadRequest, "at most %d attachments, got %d", maxIssueAttachments, len(attach))
+		return nil, errdefs.Invalid("at most %d attachments, got %d", maxIssueAttachments, len(attach))
 	}
 	var out []*ghAttachment
 	for _, spec := range attach {
 		p, alt, _ := strings.Cut(spec, "#")
 		p = strings.TrimSpace(p)
 		if p == "" {
-			return nil, errorf(http.StatusBadRequest, "attachment %q has no path", spec)
+			return nil, errdefs.Invalid("attachment %q has no path", spec)
 		}
 		a := &ghAttachment{spec: spec, abs: g.abs(p), alt: strings.TrimSpace(alt)}
 		data, err := g.readFile(ctx, a.abs)
@@ -259,17 +260,17 @@ func (g *gitBox) readFile(ctx context.Context, abs string) ([]byte, error) {
 	if resp.StatusCode != http.StatusOK {
 		var e gen.ErrorResponse
 		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e)
-		return nil, errorf(http.StatusBadRequest, "attachment %s cannot be read: %s", abs, e.Error)
+		return nil, errdefs.Invalid("attachment %s cannot be read: %s", abs, e.Error)
 	}
 	if resp.ContentLength > maxAttachmentBytes {
-		return nil, errorf(http.StatusRequestEntityTooLarge, "attachment %s is %d bytes; at most %d", abs, resp.ContentLength, maxAttachmentBytes)
+		return nil, errdefs.TooLarge("attachment %s is %d bytes; at most %d", abs, resp.ContentLength, maxAttachmentBytes)
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAttachmentBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading attachment %s: %w", abs, err)
 	}
 	if len(data) > maxAttachmentBytes {
-		return nil, errorf(http.StatusRequestEntityTooLarge, "attachment %s is larger than %d bytes", abs, maxAttachmentBytes)
+		return nil, errdefs.TooLarge("attachment %s is larger than %d bytes", abs, maxAttachmentBytes)
 	}
 	return data, nil
 }
@@ -475,7 +476,7 @@ func warning(problems []string) *string {
 func (c *controlPlane) GitCreatePR(ctx context.Context, req gen.GitCreatePRRequestObject) (gen.GitCreatePRResponseObject, error) {
 	body := req.Body
 	if body == nil || strings.TrimSpace(body.Title) == "" {
-		return nil, errorf(http.StatusBadRequest, "title is required")
+		return nil, errdefs.Invalid("title is required")
 	}
 	base := deref(body.Base)
 	g, err := c.gitBox(ctx, req.ID, body.Folder)
@@ -498,7 +499,7 @@ func (c *controlPlane) GitCreatePR(ctx context.Context, req gen.GitCreatePRReque
 		return nil, err
 	}
 	if r.code == 2 {
-		return nil, errorf(http.StatusBadRequest, "the branch %s is not on origin: push it first", head)
+		return nil, errdefs.Invalid("the branch %s is not on origin: push it first", head)
 	}
 	atts, err := g.readAttachments(ctx, body.Attach)
 	if err != nil {
@@ -544,7 +545,7 @@ func (c *controlPlane) GitCreatePR(ctx context.Context, req gen.GitCreatePRReque
 func (c *controlPlane) GitCreateIssue(ctx context.Context, req gen.GitCreateIssueRequestObject) (gen.GitCreateIssueResponseObject, error) {
 	body := req.Body
 	if body == nil || strings.TrimSpace(body.Title) == "" {
-		return nil, errorf(http.StatusBadRequest, "title is required")
+		return nil, errdefs.Invalid("title is required")
 	}
 	g, err := c.gitBox(ctx, req.ID, body.Folder)
 	if err != nil {
