@@ -11,8 +11,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/upstash/box-go/internal/ocitest"
 	"io"
 	"net"
 	"net/http"
@@ -30,6 +28,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/upstash/box-go/internal/ocitest"
 
 	"github.com/upstash/box-go/box"
 	"github.com/upstash/box-go/internal/browsertest"
@@ -568,7 +569,7 @@ func TestFlags(t *testing.T) {
 		data := t.TempDir()
 		d := start(t, environWithout("UPSTASH_BOX_API_KEY"), "-addr", "127.0.0.1:0", "-data", data)
 		key := ""
-		keyRE := regexp.MustCompile(`^API key: (box_local_[0-9a-f]{32})$`)
+		keyRE := regexp.MustCompile(`^API key: (box_local_[0-9a-f]{32}) \(kept in .*\)$`)
 		timeout := time.After(10 * time.Second)
 		for key == "" {
 			select {
@@ -587,7 +588,7 @@ func TestFlags(t *testing.T) {
 		want := []string{
 			fmt.Sprintf("boxd listening on %s (data %s, isolation bwrap)", d.url, data),
 			"boxes run on the host's /usr (root host): their runtime is recorded, not installed",
-			"API key: " + key,
+			"API key: " + key + " (kept in " + filepath.Join(data, "api-key") + ")",
 			"export UPSTASH_BOX_BASE_URL=" + d.url,
 		}
 		if got := d.stdoutLines(); !slices.Equal(got, want) {
@@ -600,6 +601,25 @@ func TestFlags(t *testing.T) {
 		var apiErr *box.Error
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 {
 			t.Errorf("List with another key: %v, want 401", err)
+		}
+		if fi, err := os.Stat(filepath.Join(data, "api-key")); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("the kept key's file: %v, %v; want mode 600", fi, err)
+		}
+
+		// A second boxd on the same data directory says who holds it.
+		second := launch(t, nil, "-addr", "127.0.0.1:0", "-data", data)
+		if st := second.waitExit(30 * time.Second); st.Success() {
+			t.Error("a second boxd on the same -data exited 0")
+		}
+		if msg := second.stderr.String(); !strings.Contains(msg, "another boxd") || strings.Contains(msg, key) {
+			t.Errorf("a second boxd on the same -data said %q; want that another boxd uses it, without the key", msg)
+		}
+
+		// After a restart, the same key works.
+		d.kill()
+		again := start(t, environWithout("UPSTASH_BOX_API_KEY"), "-addr", "127.0.0.1:0", "-data", data)
+		if _, err := again.client(t, key).List(t.Context(), nil); err != nil {
+			t.Errorf("List with the first start's key after a restart: %v", err)
 		}
 	})
 
