@@ -208,7 +208,14 @@ type LockedOutError struct {
 }
 
 func (e *LockedOutError) Error() string {
-	return fmt.Sprintf("too many failed logins from %s: try again in %s", e.Source, e.RetryAfter.Round(time.Second))
+	from := "this address"
+	switch {
+	case e.Source.IsSingleIP():
+		from = e.Source.Addr().String()
+	case e.Source.IsValid():
+		from = e.Source.String()
+	}
+	return fmt.Sprintf("too many failed logins from %s: try again in %s", from, max(e.RetryAfter.Round(time.Second), time.Second))
 }
 
 // ErrLockedOut is matched by every *LockedOutError (errors.Is).
