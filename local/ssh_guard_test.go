@@ -8,6 +8,9 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -355,6 +358,31 @@ func TestSSHBruteForce(t *testing.T) {
 		}
 		if i == 20 {
 			t.Fatal("the key from the locked-out address was never refused")
+		}
+	}
+	// OpenSSH's ssh shows the banner: the user learns why.
+	if _, err := exec.LookPath("ssh"); err == nil {
+		dir := t.TempDir()
+		askpass := filepath.Join(dir, "askpass")
+		if err := os.WriteFile(askpass, []byte("#!/bin/sh\necho "+d.key+"\n"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		_, port, _ := net.SplitHostPort(d.addr)
+		for i := 0; ; i++ {
+			cmd := exec.Command("ssh", "-F", "/dev/null", "-p", port, "-b", "127.0.0.2",
+				"-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+				"-o", "PreferredAuthentications=password", "-o", "PubkeyAuthentication=no", "-o", "NumberOfPasswordPrompts=1",
+				d.box+"@127.0.0.1", "true")
+			cmd.Env = append(os.Environ(), "SSH_ASKPASS="+askpass, "SSH_ASKPASS_REQUIRE=force")
+			out, err := cmd.CombinedOutput()
+			if err != nil && strings.Contains(string(out), "boxd: too many failed logins from 127.0.0.2: try again in") {
+				break
+			}
+			if i == 20 {
+				t.Fatalf("ssh from the locked-out address: %v\n%s", err, out)
+			}
+			// The lock-out ended: a wrong guess starts the next.
+			_, _ = d.login(t, "127.0.0.2", 1, func() string { return "guess-" + randHex(4) }, nil)
 		}
 	}
 	if out := logs.String(); strings.Contains(out, "guess-") || strings.Contains(out, d.key) {
