@@ -258,11 +258,12 @@ func (g *Guard) lookupLocked(src netip.Prefix, now time.Time) *record {
 
 // Check makes a password attempt from src: unless src is locked out, it
 // calls check, which says whether the password is right, and counts a
-// failure against src when it is not. Attempts from one source are
-// checked one at a time, so that however many connections make them at
-// once, no more are checked than the limit lets through. check must be
-// quick (a constant-time comparison). For a source that is locked out,
-// check is not called and the error is a *LockedOutError.
+// failure against src when it is not. check runs under the Guard's lock,
+// one attempt at a time, so that however many connections of a source
+// make attempts at once, no more are checked than the limit lets
+// through: it must be quick (a constant-time comparison). For a source
+// that is locked out, check is not called and the error is a
+// *LockedOutError.
 func (g *Guard) Check(src netip.Prefix, check func() bool) (bool, error) {
 	var locked func()
 	defer func() {
