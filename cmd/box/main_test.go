@@ -44,16 +44,33 @@ func buildAndRun(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	testDir = dir
-	boxBin, harnessBin = filepath.Join(dir, "box"), filepath.Join(dir, "testharness")
-	for bin, pkg := range map[string]string{boxBin: ".", harnessBin: "../../internal/testharness"} {
-		build := exec.Command("go", "build", "-o", bin, pkg)
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	boxBin, harnessBin = filepath.Join(dir, exeName("box")), filepath.Join(dir, "testharness")
+	for _, b := range []struct {
+		bin, pkg string
+		env      []string
+	}{
+		{boxBin, ".", nil},
+		// The harness runs in boxes, which are Linux wherever the test
+		// runs (off Linux, on the boxd that BOXTEST_BASE_URL names).
+		{harnessBin, "../../internal/testharness", []string{"GOOS=linux"}},
+	} {
+		build := exec.Command("go", "build", "-o", b.bin, b.pkg)
+		build.Env = append(append(os.Environ(), "CGO_ENABLED=0"), b.env...)
 		if out, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
+			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", b.pkg, err, out)
 			return 1
 		}
 	}
 	return m.Run()
+}
+
+// exeName is the file name of the program name on this system: with .exe
+// on Windows, which runs nothing without it.
+func exeName(name string) string {
+	if runtime.GOOS == "windows" {
+		return name + ".exe"
+	}
+	return name
 }
 
 // env is the environment of a box command against srv.
@@ -652,7 +669,7 @@ func TestInitDemo(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, argv := range [][]string{{"go", "mod", "tidy"}, {"go", "vet", "./..."}, {"go", "build", "-o", "demo", "."}} {
+	for _, argv := range [][]string{{"go", "mod", "tidy"}, {"go", "vet", "./..."}, {"go", "build", "-o", exeName("demo"), "."}} {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off")
@@ -662,7 +679,7 @@ func TestInitDemo(t *testing.T) {
 	}
 	// And it does what it says, on boxd, leaving no box behind.
 	srv := boxtest.NewServer(t)
-	demo := exec.Command(filepath.Join(dir, "demo"))
+	demo := exec.Command(filepath.Join(dir, exeName("demo")))
 	demo.Dir = dir
 	demo.Env = env(t, srv)
 	out, err := demo.CombinedOutput()
