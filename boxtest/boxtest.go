@@ -49,6 +49,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -57,6 +58,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,14 +66,21 @@ import (
 	"github.com/upstash/box-go/local"
 )
 
-// Server is a boxd running for one test.
+// Server is a boxd running for one test (NewServer) or one program
+// (Start).
 type Server struct {
-	srv    *local.Server
-	hs     *http.Server
-	url    string
-	apiKey string
-	dir    string
-	client *box.Client
+	srv       *local.Server
+	hs        *http.Server
+	url       string
+	apiKey    string
+	dir       string
+	removeDir string // the data directory Start made, which Close removes
+	isolation string
+	fallback  error
+	client    *box.Client
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Option configures NewServer.
@@ -88,6 +97,9 @@ type options struct {
 	maxUpload int64
 	clock     local.Clock
 	configure []func(*local.Config)
+	// requireIsolation makes a missing bubblewrap an error instead of a
+	// reason to run without isolation (BOXTEST_REQUIRE_BWRAP).
+	requireIsolation bool
 }
 
 // WithIsolation selects local.IsolationBwrap or local.IsolationNone instead
@@ -149,25 +161,73 @@ const (
 // documentation).
 func NewServer(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := apply(opts)
 	if base := os.Getenv(EnvBaseURL); base != "" {
-		return remote(t, base, &o)
+		return remote(t, base, o)
 	}
 	if o.dataDir == "" {
 		o.dataDir = t.TempDir()
 	}
+	o.requireIsolation = os.Getenv("BOXTEST_REQUIRE_BWRAP") != ""
+	s, err := start(o)
+	if errors.Is(err, local.ErrUnsupportedOS) {
+		skipOS(t)
+	}
+	if err != nil {
+		t.Fatalf("boxtest: %v", err)
+	}
+	if s.fallback != nil {
+		t.Logf("boxtest: %v; boxes run WITHOUT isolation", s.fallback)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// Start starts boxd in this process, for a program that is not a test (an
+// example, a tool, a demo): on a loopback port, with a fresh data
+// directory unless WithDataDir names one. Close stops it and removes the
+// data directory Start made. NewServer is Start for a test.
+//
+// Boxes run in bubblewrap sandboxes; where bubblewrap is missing and
+// WithIsolation does not choose, they run without isolation, and
+// IsolationFallback says why. Off Linux, Start fails with an error that
+// wraps local.ErrUnsupportedOS. BOXTEST_BASE_URL means nothing to Start.
+func Start(opts ...Option) (*Server, error) {
+	return start(apply(opts))
+}
+
+func apply(opts []Option) *options {
+	o := &options{}
+	for _, opt := range opts {
+		opt(o)
+	}
+	return o
+}
+
+// start is Start and NewServer's common part.
+func start(o *options) (_ *Server, err error) {
+	removeDir := ""
+	if o.dataDir == "" {
+		if o.dataDir, err = os.MkdirTemp("", "boxd-"); err != nil {
+			return nil, err
+		}
+		removeDir = o.dataDir
+	}
+	defer func() {
+		if err != nil && removeDir != "" {
+			_ = os.RemoveAll(removeDir)
+		}
+	}()
+	var fallback error
 	if o.isolation == "" {
 		o.isolation = local.IsolationBwrap
 		if err := local.CheckIsolation(); errors.Is(err, local.ErrUnsupportedOS) {
-			skipOS(t)
+			return nil, err
 		} else if err != nil {
-			if os.Getenv("BOXTEST_REQUIRE_BWRAP") != "" {
-				t.Fatalf("boxtest: bubblewrap is required (BOXTEST_REQUIRE_BWRAP is set): %v", err)
+			if o.requireIsolation {
+				return nil, fmt.Errorf("bubblewrap is required (BOXTEST_REQUIRE_BWRAP is set): %w", err)
 			}
-			t.Logf("boxtest: %v; boxes run WITHOUT isolation", err)
+			fallback = err
 			o.isolation = local.IsolationNone
 		}
 	}
@@ -180,28 +240,23 @@ func NewServer(t testing.TB, opts ...Option) *Server {
 		f(&cfg)
 	}
 	srv, err := local.New(cfg)
-	if errors.Is(err, local.ErrUnsupportedOS) {
-		skipOS(t)
-	}
 	if err != nil {
-		t.Fatalf("boxtest: %v", err)
+		return nil, err
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		srv.Close()
-		t.Fatalf("boxtest: listen: %v", err)
+		return nil, fmt.Errorf("listen: %w", err)
 	}
-	s := &Server{srv: srv, url: "http://" + l.Addr().String(), apiKey: key, dir: o.dataDir}
+	s := &Server{srv: srv, url: "http://" + l.Addr().String(), apiKey: key, dir: o.dataDir, removeDir: removeDir, isolation: o.isolation, fallback: fallback}
 	s.hs = &http.Server{Handler: srv, ReadHeaderTimeout: 30 * time.Second}
 	go func() { _ = s.hs.Serve(l) }()
-	t.Cleanup(s.close)
-
 	copts := append([]box.Option{box.WithAPIKey(key), box.WithBaseURL(s.url), box.WithTelemetry(false)}, o.clientOps...)
-	s.client, err = box.NewClient(copts...)
-	if err != nil {
-		t.Fatalf("boxtest: client: %v", err)
+	if s.client, err = box.NewClient(copts...); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("client: %w", err)
 	}
-	return s
+	return s, nil
 }
 
 // skipOS skips the test on a system where boxd cannot run.
@@ -248,15 +303,38 @@ func redacted(s string) string {
 	return s
 }
 
-func (s *Server) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := s.hs.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+// Close stops a boxd that Start or NewServer started, its boxes with it,
+// and removes the data directory that Start made. It does nothing for a
+// boxd elsewhere (BOXTEST_BASE_URL). NewServer's cleanup calls it.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		if s.srv == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.hs.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			_ = s.hs.Close()
+		}
 		_ = s.hs.Close()
-	}
-	_ = s.hs.Close()
-	_ = s.srv.Close()
+		s.closeErr = s.srv.Close()
+		if s.removeDir != "" {
+			if err := os.RemoveAll(s.removeDir); err != nil && s.closeErr == nil {
+				s.closeErr = err
+			}
+		}
+	})
+	return s.closeErr
 }
+
+// Isolation is local.IsolationBwrap or local.IsolationNone: how the boxes
+// of a boxd in this process run. It is "" for a boxd elsewhere.
+func (s *Server) Isolation() string { return s.isolation }
+
+// IsolationFallback says why boxes run without isolation when Start or
+// NewServer chose that itself (bubblewrap is missing or cannot run); it is
+// nil when they run in sandboxes or when WithIsolation chose.
+func (s *Server) IsolationFallback() error { return s.fallback }
 
 // URL is the server's base URL, for example http://127.0.0.1:41234, or
 // BOXTEST_BASE_URL.

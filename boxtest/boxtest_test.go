@@ -1,7 +1,10 @@
 package boxtest_test
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -10,6 +13,7 @@ import (
 
 	"github.com/upstash/box-go/box"
 	"github.com/upstash/box-go/boxtest"
+	"github.com/upstash/box-go/local"
 )
 
 // TestRemoteServer points BOXTEST_BASE_URL at a boxd running in this test
@@ -126,3 +130,47 @@ func (tb *fatalTB) Fatalf(format string, args ...any) {
 }
 
 func (tb *fatalTB) Fatal(args ...any) { tb.Fatalf("%s", fmt.Sprint(args...)) }
+
+// TestStart starts boxd as a program that is not a test does: a box runs
+// a command, and Close stops boxd and removes the data directory Start
+// made for it.
+func TestStart(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		_, err := boxtest.Start()
+		if !errors.Is(err, local.ErrUnsupportedOS) {
+			t.Fatalf("Start on %s: %v, want local.ErrUnsupportedOS", runtime.GOOS, err)
+		}
+		return
+	}
+	srv, err := boxtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := srv.DataDir()
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("the data directory Start made: %v", err)
+	}
+	if srv.Isolation() == local.IsolationNone && srv.IsolationFallback() == nil {
+		t.Error("boxes run without isolation, and IsolationFallback does not say why")
+	}
+	b, err := srv.Client().Create(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := b.Exec.Command(t.Context(), "echo started")
+	if err != nil || run.Stdout != "started\n" {
+		t.Fatalf("exec in a box of a started boxd: %+v, %v", run, err)
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the data directory after Close: %v, want it gone", err)
+	}
+	if _, err := srv.Client().List(t.Context(), nil); err == nil {
+		t.Error("boxd still answers after Close")
+	}
+	if err := srv.Close(); err != nil {
+		t.Errorf("a second Close: %v", err)
+	}
+}

@@ -12,17 +12,15 @@ package backend
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"runtime"
 	"strings"
 
 	"github.com/upstash/box-go/box"
+	"github.com/upstash/box-go/boxtest"
 	"github.com/upstash/box-go/local"
 )
 
@@ -128,44 +126,13 @@ func isCloud(base string) bool {
 
 // embedded starts boxd in this process on a loopback port.
 func embedded() (*Backend, error) {
-	dir, err := os.MkdirTemp("", "boxd-example-")
+	srv, err := boxtest.Start()
 	if err != nil {
 		return nil, err
 	}
-	isolation := local.IsolationBwrap
-	if err := local.CheckIsolation(); err != nil {
-		fmt.Printf("backend: %v; running boxes WITHOUT isolation\n", err)
-		isolation = local.IsolationNone
+	if why := srv.IsolationFallback(); why != nil {
+		fmt.Printf("backend: %v; running boxes WITHOUT isolation\n", why)
 	}
-	var k [16]byte
-	_, _ = rand.Read(k[:])
-	key := hex.EncodeToString(k[:])
-	srv, err := local.New(local.Config{DataDir: dir, APIKey: key, Isolation: isolation, AllowHostLoopback: true, Root: local.RootHost})
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		srv.Close()
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	sctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = srv.Serve(sctx, l); close(done) }()
-	stop := func() {
-		cancel()
-		<-done
-		srv.Close()
-		os.RemoveAll(dir)
-	}
-	base := "http://" + l.Addr().String()
-	c, err := box.NewClient(box.WithAPIKey(key), box.WithBaseURL(base), box.WithTelemetry(false))
-	if err != nil {
-		stop()
-		return nil, err
-	}
-	fmt.Printf("backend: embedded boxd at %s (isolation %s); set %s (and %s for a boxd elsewhere) to use another\n", base, isolation, envAPIKey, envBaseURL)
-	return &Backend{Client: c, Kind: Embedded, stop: stop}, nil
+	fmt.Printf("backend: embedded boxd at %s (isolation %s); set %s (and %s for a boxd elsewhere) to use another\n", srv.URL(), srv.Isolation(), envAPIKey, envBaseURL)
+	return &Backend{Client: srv.Client(), Kind: Embedded, stop: func() { _ = srv.Close() }}, nil
 }
