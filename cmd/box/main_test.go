@@ -771,3 +771,49 @@ func TestCompletion(t *testing.T) {
 		t.Errorf("rm completes a box already named: %q", out)
 	}
 }
+
+// TestRmDeletesWhatExists: box rm with a missing id among others deletes
+// the others, names each failure on stderr, and exits 1, as docker rm does
+// (it used to delete nothing and name only the missing id).
+func TestRmDeletesWhatExists(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t)
+	a := strings.TrimSpace(mustCLI(t, srv, "", "create", "--no-repl", "--json"))
+	b := strings.TrimSpace(mustCLI(t, srv, "", "create", "--no-repl", "--json"))
+	var ia, ib struct{ ID string }
+	if json.Unmarshal([]byte(a), &ia) != nil || json.Unmarshal([]byte(b), &ib) != nil || ia.ID == "" || ib.ID == "" {
+		t.Fatalf("create --json: %q %q", a, b)
+	}
+	r := cli(t, srv, "", "rm", ia.ID, "box-missing", ib.ID)
+	if r.code != 1 {
+		t.Errorf("rm with a missing id exited %d, want 1", r.code)
+	}
+	if want := "deleted " + ia.ID + "\ndeleted " + ib.ID + "\n"; r.stdout != want {
+		t.Errorf("rm stdout %q, want %q", r.stdout, want)
+	}
+	if !strings.Contains(r.stderr, "rm box-missing: box not found") || strings.Contains(r.stderr, ia.ID) {
+		t.Errorf("rm stderr %q: want the missing id's failure alone", r.stderr)
+	}
+	for _, id := range []string{ia.ID, ib.ID} {
+		if g := cli(t, srv, "", "get", id); g.code != 1 {
+			t.Errorf("box %s after rm: get exited %d", id, g.code)
+		}
+	}
+
+	c := strings.TrimSpace(mustCLI(t, srv, "", "create", "--no-repl", "--json"))
+	var ic struct{ ID string }
+	if json.Unmarshal([]byte(c), &ic) != nil {
+		t.Fatalf("create --json: %q", c)
+	}
+	r = cli(t, srv, "", "--json", "rm", "box-missing", ic.ID)
+	var out struct {
+		Deleted []string
+		Failed  []struct{ ID, Error string }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || r.code != 1 {
+		t.Fatalf("rm --json: exit %d, %q, %v", r.code, r.stdout, err)
+	}
+	if len(out.Deleted) != 1 || out.Deleted[0] != ic.ID || len(out.Failed) != 1 || out.Failed[0].ID != "box-missing" || !strings.Contains(out.Failed[0].Error, "box not found") {
+		t.Errorf("rm --json = %+v", out)
+	}
+}
