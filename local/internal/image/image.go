@@ -35,7 +35,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
-	"net/http"
 	"os"
 	"path"
 	"path/filepath"
@@ -51,7 +50,6 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"golang.org/x/sync/singleflight"
 )
 
 // Image is an unpacked image in a Store.
@@ -109,8 +107,10 @@ type Options struct {
 	// Keychain gives registry credentials; nil is the docker configuration's
 	// (authn.DefaultKeychain).
 	Keychain authn.Keychain
-	// Transport carries registry requests; nil is http.DefaultTransport.
-	Transport http.RoundTripper
+	// StallTimeout fails a pull whose registry sends nothing for this long
+	// while the pull waits for it (an answer, or more of one), with an
+	// error that wraps ErrStalled. Zero is DefaultStallTimeout.
+	StallTimeout time.Duration
 	// Prepare, when set, is called on an unpacked tree before it joins
 	// the store, to make what the tree needs to be a box's root.
 	Prepare func(root *os.Root) error
@@ -122,7 +122,9 @@ type Options struct {
 type Store struct {
 	dir  string
 	opts Options
-	pull singleflight.Group
+
+	pullMu sync.Mutex
+	pulls  map[string]*pull // reference → the pull of it in flight
 
 	mu     sync.Mutex // refs.json, legacy.json, and moving trees in and out of roots
 	refs   map[string]string
@@ -149,7 +151,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{dir: dir, opts: opts, refs: map[string]string{}, legacy: map[string]string{}}
+	if opts.StallTimeout <= 0 {
+		opts.StallTimeout = DefaultStallTimeout
+	}
+	s := &Store{dir: dir, opts: opts, pulls: map[string]*pull{}, refs: map[string]string{}, legacy: map[string]string{}}
 	for name, m := range map[string]map[string]string{"refs.json": s.refs, "legacy.json": s.legacy} {
 		raw, err := os.ReadFile(filepath.Join(dir, name))
 		switch {
@@ -332,24 +337,60 @@ func (s *Store) Get(ctx context.Context, ref string) (*Image, error) {
 	return s.Pull(ctx, full)
 }
 
+// pull is a pull in flight, which every caller that asks for its
+// reference meanwhile waits for.
+type pull struct {
+	done    chan struct{} // closed once img and err are set
+	img     *Image
+	err     error
+	cancel  context.CancelFunc
+	waiting int // callers waiting for it; under Store.pullMu
+}
+
 // Pull asks ref's registry what ref names now, and unpacks it unless the
-// store has it already. Concurrent pulls of one reference share one.
+// store has it already. Concurrent pulls of one reference share one: it
+// goes on while any of their callers waits for it, and stops once none
+// does. A caller whose ctx ends stops waiting at once. A pull that failed,
+// or that nobody waits for any more, is not joined: the next call starts
+// one afresh.
 func (s *Store) Pull(ctx context.Context, ref string) (*Image, error) {
 	full, err := Normalize(ref)
 	if err != nil {
 		return nil, &PullError{Ref: ref, Err: err}
 	}
-	ch := s.pull.DoChan(full, func() (any, error) {
-		// The pull is shared: it is not cancelled with one caller.
-		return s.pull1(context.WithoutCancel(ctx), full)
-	})
+	s.pullMu.Lock()
+	p := s.pulls[full]
+	if p == nil {
+		// The pull is shared: no one caller's ctx ends it.
+		pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		p = &pull{done: make(chan struct{}), cancel: cancel}
+		s.pulls[full] = p
+		go func() {
+			img, err := s.pull1(pctx, full)
+			s.pullMu.Lock()
+			if s.pulls[full] == p {
+				delete(s.pulls, full)
+			}
+			s.pullMu.Unlock()
+			p.img, p.err = img, err
+			cancel()
+			close(p.done)
+		}()
+	}
+	p.waiting++
+	s.pullMu.Unlock()
 	select {
-	case r := <-ch:
-		if r.Err != nil {
-			return nil, r.Err
-		}
-		return r.Val.(*Image), nil
+	case <-p.done:
+		return p.img, p.err
 	case <-ctx.Done():
+		s.pullMu.Lock()
+		if p.waiting--; p.waiting == 0 {
+			p.cancel()
+			if s.pulls[full] == p {
+				delete(s.pulls, full)
+			}
+		}
+		s.pullMu.Unlock()
 		return nil, &PullError{Ref: full, Err: ctx.Err()}
 	}
 }
@@ -360,13 +401,13 @@ func (s *Store) pull1(ctx context.Context, ref string) (*Image, error) {
 	if err != nil {
 		return fail(err)
 	}
+	tr := s.transport()
+	defer tr.CloseIdleConnections()
 	opts := []remote.Option{
 		remote.WithContext(ctx),
 		remote.WithAuthFromKeychain(s.opts.Keychain),
 		remote.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH}),
-	}
-	if s.opts.Transport != nil {
-		opts = append(opts, remote.WithTransport(s.opts.Transport))
+		remote.WithTransport(tr),
 	}
 	start := time.Now()
 	desc, err := remote.Get(r, opts...)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -526,4 +527,93 @@ func configOf(t *testing.T, ref string) string {
 		t.Fatal(err)
 	}
 	return h.Hex
+}
+
+// bound is the most any test here waits for a pull: on code that lets a
+// stalled pull hang, the test fails when it ends instead of hanging.
+func bound(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestStalledPullFails: a registry that answers a layer's GET with its
+// headers and then sends nothing fails the pull with ErrStalled, the
+// callers that joined it too, and leaves nothing behind. Once the registry
+// answers again, the next get pulls afresh, although the stalled
+// connection still hangs: no caller is held by the stalled pull.
+func TestStalledPullFails(t *testing.T) {
+	reg := ocitest.NewRegistry(t)
+	layer := ocitest.Layer(t, ocitest.Entry{Name: "app", Body: "ok\n"})
+	ref, id := reg.Push(t, "test/stall:1", v1.Config{}, layer)
+	stall := reg.Stall(t, layer)
+	s, dir := open(t, image.Options{StallTimeout: time.Second})
+	ctx := bound(t)
+	start := time.Now()
+	errs := make(chan error, 2)
+	go func() {
+		_, err := s.Get(ctx, ref)
+		errs <- err
+	}()
+	<-stall.Stalled()
+	go func() {
+		_, err := s.Get(ctx, ref) // joins the stalled pull
+		errs <- err
+	}()
+	stall.Release()
+	for range 2 {
+		if err := <-errs; !errors.Is(err, image.ErrStalled) || !strings.Contains(err.Error(), ref) {
+			t.Fatalf("a stalled pull = %v, want ErrStalled naming %s", err, ref)
+		} else {
+			t.Logf("failed after %v: %v", time.Since(start).Round(time.Millisecond), err)
+		}
+	}
+	if got := ocitest.Unpacked(t, dir); !cmp.Equal(got, []string{"format", "roots/", "tmp/"}) {
+		t.Errorf("the store kept %v after a stalled pull", got)
+	}
+	img, err := s.Get(ctx, ref)
+	if err != nil || img.ID != id {
+		t.Fatalf("a get once the registry answers = %+v, %v", img, err)
+	}
+}
+
+// TestAbandonedPullStops: a caller whose ctx ends stops waiting for a
+// stalled pull at once; once no caller waits for it, the pull stops (the
+// registry sees its client go away), and the next get pulls afresh.
+func TestAbandonedPullStops(t *testing.T) {
+	reg := ocitest.NewRegistry(t)
+	layer := ocitest.Layer(t, ocitest.Entry{Name: "app", Body: "ok\n"})
+	ref, id := reg.Push(t, "test/abandoned:1", v1.Config{}, layer)
+	stall := reg.Stall(t, layer)
+	// Only the callers end the pull.
+	s, _ := open(t, image.Options{StallTimeout: time.Hour})
+	ctx := bound(t)
+	first, cancelFirst := context.WithCancel(ctx)
+	defer cancelFirst()
+	errs := make(chan error, 1)
+	go func() {
+		_, err := s.Get(first, ref)
+		errs <- err
+	}()
+	<-stall.Stalled()
+	gone, cancelGone := context.WithCancel(ctx)
+	cancelGone()
+	if _, err := s.Get(gone, ref); !errors.Is(err, context.Canceled) {
+		t.Errorf("a get whose ctx has ended = %v, want context.Canceled", err)
+	}
+	stall.Release()
+	cancelFirst()
+	if err := <-errs; !errors.Is(err, context.Canceled) {
+		t.Errorf("the first caller, its ctx cancelled = %v", err)
+	}
+	select {
+	case <-stall.Abandoned():
+	case <-ctx.Done():
+		t.Fatal("the pull went on with no caller waiting for it")
+	}
+	img, err := s.Get(ctx, ref)
+	if err != nil || img.ID != id {
+		t.Fatalf("a get once the registry answers = %+v, %v", img, err)
+	}
 }
