@@ -7,7 +7,9 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
 	"debug/elf"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -100,6 +102,81 @@ func Layer(t testing.TB, entries ...Entry) v1.Layer {
 	}
 	return l
 }
+
+// BombLayer returns a gzipped layer of one file, name, of size zero
+// bytes (a multiple of 1 MiB): about 1 KiB for each MiB it unpacks to, as
+// a decompression bomb is. The blob is gzip members one after the other
+// (which a gzip reader reads as one stream): the tar header, the same
+// member of 1 MiB of zeros over and over, and the archive's end.
+func BombLayer(t testing.TB, name string, size int64) v1.Layer {
+	t.Helper()
+	if size%(1<<20) != 0 {
+		t.Fatalf("BombLayer: size %d is not a multiple of 1 MiB", size)
+	}
+	var head, tail bytes.Buffer
+	tw := tar.NewWriter(&head)
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: size, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+		t.Fatal(err)
+	}
+	// head is the header alone (the writer has written it; the file's
+	// body is the members of zeros).
+	tail.Write(make([]byte, 1024)) // the archive's end: two zero blocks
+	zeros := make([]byte, 1<<20)
+	member := func(b []byte) []byte {
+		var buf bytes.Buffer
+		zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = zw.Write(b)
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	mib := member(zeros)
+	blob := append(member(head.Bytes()), bytes.Repeat(mib, int(size>>20))...)
+	blob = append(blob, member(tail.Bytes())...)
+	b := &bomb{blob: blob, diffID: bombDiffID(head.Bytes(), zeros, tail.Bytes(), size)}
+	sum := sha256.Sum256(blob)
+	b.digest = v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(sum[:])}
+	l, err := partial.CompressedToLayer(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// bombDiffIDs keeps the digests of the bombs' archives, which take a
+// while to hash: head → its archive's digest (the header names the size).
+var bombDiffIDs sync.Map
+
+func bombDiffID(head, zeros, tail []byte, size int64) v1.Hash {
+	if d, ok := bombDiffIDs.Load(string(head)); ok {
+		return d.(v1.Hash)
+	}
+	h := sha256.New()
+	h.Write(head)
+	for range size >> 20 {
+		h.Write(zeros)
+	}
+	h.Write(tail)
+	d := v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(h.Sum(nil))}
+	bombDiffIDs.Store(string(head), d)
+	return d
+}
+
+// bomb is BombLayer's layer.
+type bomb struct {
+	blob           []byte
+	digest, diffID v1.Hash
+}
+
+func (b *bomb) Digest() (v1.Hash, error)            { return b.digest, nil }
+func (b *bomb) DiffID() (v1.Hash, error)            { return b.diffID, nil }
+func (b *bomb) Size() (int64, error)                { return int64(len(b.blob)), nil }
+func (b *bomb) MediaType() (types.MediaType, error) { return types.DockerLayer, nil }
+func (b *bomb) Compressed() (io.ReadCloser, error)  { return io.NopCloser(bytes.NewReader(b.blob)), nil }
 
 // BusyboxLayer is a layer with Debian's static busybox at /bin/busybox
 // and the links a shell needs (sh, ls, cat, echo, …) beside it: a root
@@ -388,7 +465,7 @@ func (r *Registry) ConfigOf(t testing.TB, ref string) v1.Hash {
 // Stall is a blob whose GETs stall (Registry.Stall).
 type Stall struct {
 	stalledOnce, goneOnce, releaseOnce, endOnce sync.Once
-	stalled, gone, released, end               chan struct{}
+	stalled, gone, released, end                chan struct{}
 }
 
 // Stall makes every GET of blob b answer its headers (200, with the

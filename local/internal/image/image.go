@@ -111,6 +111,17 @@ type Options struct {
 	// while the pull waits for it (an answer, or more of one), with an
 	// error that wraps ErrStalled. Zero is DefaultStallTimeout.
 	StallTimeout time.Duration
+	// MaxSize bounds what an image unpacks to, in bytes: its layers'
+	// archives, uncompressed, added up (every file's bytes, and each
+	// entry's header, of every layer, whited out or not). A pull fails
+	// with an error that wraps ErrTooLarge as soon as it reads past it.
+	// Zero is DefaultMaxSize (16 GiB), a negative value no bound.
+	MaxSize int64
+	// MinFree is the free space, in bytes, that a pull keeps on the
+	// store's file system while it unpacks: it looks at it before it
+	// starts and every 4 MiB written, and fails with an error that wraps
+	// ErrNoSpace when less is left. Zero is no bound.
+	MinFree int64
 	// Prepare, when set, is called on an unpacked tree before it joins
 	// the store, to make what the tree needs to be a box's root.
 	Prepare func(root *os.Root) error
@@ -153,6 +164,12 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	if opts.StallTimeout <= 0 {
 		opts.StallTimeout = DefaultStallTimeout
+	}
+	switch {
+	case opts.MaxSize == 0:
+		opts.MaxSize = DefaultMaxSize
+	case opts.MaxSize < 0:
+		opts.MaxSize = 1<<63 - 1
 	}
 	s := &Store{dir: dir, opts: opts, pulls: map[string]*pull{}, refs: map[string]string{}, legacy: map[string]string{}}
 	for name, m := range map[string]map[string]string{"refs.json": s.refs, "legacy.json": s.legacy} {
@@ -457,7 +474,7 @@ func (s *Store) pull1(ctx context.Context, ref string) (*Image, error) {
 	if err := os.Mkdir(rootfs, 0o755); err != nil {
 		return fail(err)
 	}
-	size, err := unpack(rootfs, mutate.Extract(img))
+	size, err := unpack(rootfs, mutate.Extract(&sized{Image: img, max: s.opts.MaxSize}), &room{dir: tmp, minFree: s.opts.MinFree})
 	if err != nil {
 		return fail(err)
 	}
@@ -700,9 +717,13 @@ func validID(id string) bool {
 // its files take. Every path is resolved inside dir (os.Root): an entry
 // that would reach outside it through a link fails the unpack. Files
 // belong to boxd, with the image's permission bits less setuid and setgid;
-// devices are left out (a box has its own /dev).
-func unpack(dir string, r io.ReadCloser) (int64, error) {
+// devices are left out (a box has its own /dev). What it writes counts in
+// space, which stops it when the disk is short.
+func unpack(dir string, r io.ReadCloser, space *room) (int64, error) {
 	defer r.Close()
+	if err := space.check(); err != nil {
+		return 0, err
+	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return 0, err
@@ -739,6 +760,9 @@ func unpack(dir string, r io.ReadCloser) (int64, error) {
 		if !fs.ValidPath(name) {
 			return 0, fmt.Errorf("layer entry %q is outside the image", h.Name)
 		}
+		if err := space.wrote(entryCost); err != nil {
+			return 0, err
+		}
 		mode := fs.FileMode(h.Mode) & fs.ModePerm
 		if parent := path.Dir(name); parent != "." {
 			if err := root.MkdirAll(parent, 0o755); err != nil {
@@ -762,7 +786,7 @@ func unpack(dir string, r io.ReadCloser) (int64, error) {
 			if err != nil {
 				return 0, fmt.Errorf("layer entry %s: %w", name, err)
 			}
-			n, err := io.Copy(f, tr)
+			n, err := io.Copy(roomWriter{w: f, room: space}, tr)
 			if err == nil {
 				err = f.Chmod(mode)
 			}

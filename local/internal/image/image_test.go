@@ -617,3 +617,24 @@ func TestAbandonedPullStops(t *testing.T) {
 		t.Fatalf("a get once the registry answers = %+v, %v", img, err)
 	}
 }
+
+// TestBombIsRefusedBySize: a layer of 1.5 MiB that unpacks to 1.5 GiB,
+// in a store whose images may unpack to 64 MiB, fails its pull with
+// ErrTooLarge once it has read that much, and leaves nothing behind.
+func TestBombIsRefusedBySize(t *testing.T) {
+	reg := ocitest.NewRegistry(t)
+	bomb := ocitest.BombLayer(t, "zeros", 1536<<20)
+	if n, err := bomb.Size(); err != nil || n > 2<<20 {
+		t.Fatalf("the bomb's blob is %d bytes (%v)", n, err)
+	}
+	ref, _ := reg.Push(t, "test/bomb:1", v1.Config{}, bomb)
+	s, dir := open(t, image.Options{MaxSize: 64 << 20})
+	_, err := s.Get(bound(t), ref)
+	if !errors.Is(err, image.ErrTooLarge) || !strings.Contains(err.Error(), "64.0 MiB") {
+		t.Fatalf("pull of a bomb = %v, want ErrTooLarge naming the bound", err)
+	}
+	t.Logf("refused: %v", err)
+	if got := ocitest.Unpacked(t, dir); !cmp.Equal(got, []string{"format", "roots/", "tmp/"}) {
+		t.Errorf("the store kept %v after a refused pull", got)
+	}
+}
