@@ -444,7 +444,7 @@ type digestBlob v1.Hash
 func (d digestBlob) Digest() (v1.Hash, error) { return v1.Hash(d), nil }
 
 // ConfigOf returns the digest of the configuration of the image ref names,
-// as its manifest says.
+// as its manifest says, and fetches no blob.
 func (r *Registry) ConfigOf(t testing.TB, ref string) v1.Hash {
 	t.Helper()
 	nref, err := name.ParseReference(ref)
@@ -455,11 +455,11 @@ func (r *Registry) ConfigOf(t testing.TB, ref string) v1.Hash {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := img.ConfigName()
+	m, err := img.Manifest() // not ConfigName, which fetches the configuration
 	if err != nil {
 		t.Fatal(err)
 	}
-	return h
+	return m.Config.Digest
 }
 
 // Stall is a blob whose GETs stall (Registry.Stall).

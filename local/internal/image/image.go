@@ -458,6 +458,14 @@ func (s *Store) pull1(ctx context.Context, ref string) (*Image, error) {
 		}
 		return have, nil
 	}
+	// The configuration is read whole: its size in the manifest, which
+	// is all of it that is read, must be small.
+	switch n := m.Config.Size; {
+	case n < 0:
+		return fail(fmt.Errorf("its manifest gives its configuration no size"))
+	case n > MaxConfigSize:
+		return fail(fmt.Errorf("%w: its manifest says its configuration is %s, more than the %s boxd reads", ErrTooLarge, sizeText(n), sizeText(MaxConfigSize)))
+	}
 	cfg, err := img.ConfigFile()
 	if err != nil {
 		return fail(fmt.Errorf("configuration: %w", err))

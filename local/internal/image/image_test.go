@@ -638,3 +638,52 @@ func TestBombIsRefusedBySize(t *testing.T) {
 		t.Errorf("the store kept %v after a refused pull", got)
 	}
 }
+
+// TestHugeManifestIsRefused: a registry that serves a manifest of 5 MiB
+// (a real one, then spaces: still the same JSON), with its Content-Length
+// or without one, fails the pull with ErrTooLarge, having read at most
+// MaxManifestSize of it.
+func TestHugeManifestIsRefused(t *testing.T) {
+	for _, chunked := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Content-Length", true: "chunked"}[chunked], func(t *testing.T) {
+			reg := ocitest.NewRegistry(t)
+			layer := ocitest.Layer(t, ocitest.Entry{Name: "app", Body: "ok\n"})
+			ref, _ := reg.Push(t, "test/manifest:1", v1.Config{}, layer)
+			reg.PadManifest("test/manifest:1", 5<<20, chunked)
+			s, dir := open(t, image.Options{})
+			_, err := s.Get(bound(t), ref)
+			if !errors.Is(err, image.ErrTooLarge) || !strings.Contains(err.Error(), "manifest") {
+				t.Fatalf("pull of a manifest of 5 MiB = %v, want ErrTooLarge", err)
+			}
+			t.Logf("refused: %v", err)
+			if n := reg.BlobGets(); n != 0 {
+				t.Errorf("%d blobs fetched", n)
+			}
+			if got := ocitest.Unpacked(t, dir); !cmp.Equal(got, []string{"format", "roots/", "tmp/"}) {
+				t.Errorf("the store kept %v after a refused pull", got)
+			}
+		})
+	}
+}
+
+// TestHugeConfigIsRefused: an image whose configuration is 9 MiB is
+// refused with ErrTooLarge by the size its manifest gives, before the
+// configuration is fetched.
+func TestHugeConfigIsRefused(t *testing.T) {
+	reg := ocitest.NewRegistry(t)
+	layer := ocitest.Layer(t, ocitest.Entry{Name: "app", Body: "ok\n"})
+	ref, _ := reg.Push(t, "test/config:1", v1.Config{Labels: map[string]string{"pad": strings.Repeat("x", 9<<20)}}, layer)
+	config := ocitest.BlobOf(reg.ConfigOf(t, ref))
+	s, dir := open(t, image.Options{})
+	_, err := s.Get(bound(t), ref)
+	if !errors.Is(err, image.ErrTooLarge) || !strings.Contains(err.Error(), "configuration") {
+		t.Fatalf("pull of a configuration of 9 MiB = %v, want ErrTooLarge", err)
+	}
+	t.Logf("refused: %v", err)
+	if n := reg.BlobGetsOf(t, config); n != 0 {
+		t.Errorf("the configuration was fetched %d times", n)
+	}
+	if got := ocitest.Unpacked(t, dir); !cmp.Equal(got, []string{"format", "roots/", "tmp/"}) {
+		t.Errorf("the store kept %v after a refused pull", got)
+	}
+}
