@@ -418,7 +418,7 @@ func (s *Store) pull1(ctx context.Context, ref string) (*Image, error) {
 	if err != nil {
 		return fail(err)
 	}
-	tr := s.transport()
+	tr := s.transport(r.Context().Registry)
 	defer tr.CloseIdleConnections()
 	opts := []remote.Option{
 		remote.WithContext(ctx),

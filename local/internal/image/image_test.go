@@ -7,11 +7,15 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -685,5 +689,47 @@ func TestHugeConfigIsRefused(t *testing.T) {
 	}
 	if got := ocitest.Unpacked(t, dir); !cmp.Equal(got, []string{"format", "roots/", "tmp/"}) {
 		t.Errorf("the store kept %v after a refused pull", got)
+	}
+}
+
+// TestRedirectToLoopbackIsRefused: a registry that redirects a layer's
+// GET to a service on this machine, by a name that resolves to loopback
+// (localhost) or by its address, gets the pull refused with
+// ErrAddressRefused: the service sees no request. (go-containerregistry
+// lets both through: a name, and an address that is the registry's, on
+// another port.) The registry itself is on loopback: the host and port
+// the reference names are reached wherever they are.
+func TestRedirectToLoopbackIsRefused(t *testing.T) {
+	layer := ocitest.Layer(t, ocitest.Entry{Name: "app", Body: "ok\n"})
+	blob := compressed(t, layer)
+	var hits atomic.Int32
+	service := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		_, _ = w.Write(blob) // what the layer is: only the guard stops the pull
+	}))
+	t.Cleanup(service.Close)
+	_, port, err := net.SplitHostPort(service.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range []string{"localhost", "127.0.0.1"} {
+		t.Run(host, func(t *testing.T) {
+			reg := ocitest.NewRegistry(t)
+			ref, _ := reg.Push(t, "test/redirect:1", v1.Config{}, layer)
+			reg.Redirect(t, layer, "http://"+net.JoinHostPort(host, port)+"/admin")
+			s, dir := open(t, image.Options{})
+			before := hits.Load()
+			_, err := s.Get(bound(t), ref)
+			if !errors.Is(err, image.ErrAddressRefused) {
+				t.Errorf("a redirect to %s = %v, want ErrAddressRefused", host, err)
+			}
+			t.Logf("refused: %v", err)
+			if n := hits.Load() - before; n != 0 {
+				t.Errorf("the service on loopback got %d requests", n)
+			}
+			if got := ocitest.Unpacked(t, dir); !cmp.Equal(got, []string{"format", "roots/", "tmp/"}) {
+				t.Errorf("the store kept %v after a refused pull", got)
+			}
+		})
 	}
 }

@@ -7,9 +7,15 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"os"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
 )
 
 // DefaultStallTimeout is Options.StallTimeout when it is zero.
@@ -89,19 +95,47 @@ func (b *manifestBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// transport returns the HTTP transport of one pull: its connections fail
-// a read that gets nothing for the stall timeout. It speaks HTTP/1.1 alone:
-// there a response body is read only when the pull asks for more, so a
-// read that waits is a registry that does not send, never a pull busy
-// unpacking (HTTP/2 reads every stream of a connection ahead, in a
-// goroutine of its own).
-func (s *Store) transport() pullTransport {
+// ErrAddressRefused is the cause of a pull that a redirect, or a registry's
+// pointer to another host (its token service), sent to an address of this
+// machine or of its private networks.
+var ErrAddressRefused = errors.New("address refused")
+
+// transport returns the HTTP transport of one pull of an image of reg.
+//
+// It connects to reg, which the operator named, as it is, wherever it is
+// (a registry on loopback included), and to the operator's proxy. Every
+// other host (a redirect's, a token service's) is checked on the address
+// actually dialled, after resolution (net.Dialer.Control), so that a name
+// that resolves to this machine is refused as its address is: loopback,
+// link-local (a cloud's metadata service), private and unspecified
+// addresses and those of this machine's interfaces. go-containerregistry
+// refuses such redirects only when they name an address.
+//
+// Its connections fail a read that gets nothing for the stall timeout. It
+// speaks HTTP/1.1 alone: there a response body is read only when the pull
+// asks for more, so a read that waits is a registry that does not send,
+// never a pull busy unpacking (HTTP/2 reads every stream of a connection
+// ahead, in a goroutine of its own).
+func (s *Store) transport(reg name.Registry) pullTransport {
 	stall := s.opts.StallTimeout
+	g := &guard{trusted: map[string]bool{}}
+	if _, _, err := net.SplitHostPort(reg.RegistryStr()); err == nil {
+		g.trust(hostPort(&url.URL{Scheme: reg.Scheme(), Host: reg.RegistryStr()}))
+	} else {
+		for _, scheme := range []string{"https", "http"} {
+			g.trust(hostPort(&url.URL{Scheme: scheme, Host: reg.RegistryStr()}))
+		}
+	}
 	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	checked := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: g.control}
 	tr := &http.Transport{
-		Proxy: http.ProxyFromEnvironment,
+		Proxy: g.proxy,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := d.DialContext(ctx, network, addr)
+			dial := checked
+			if g.trusts(addr) {
+				dial = d
+			}
+			c, err := dial.DialContext(ctx, network, addr)
 			if err != nil {
 				return nil, err
 			}
@@ -141,4 +175,101 @@ func (c *stallConn) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.Conn.Write(p)
+}
+
+// guard keeps a pull off this machine and its networks, but for the hosts
+// it trusts (Store.transport).
+type guard struct {
+	mu      sync.Mutex
+	trusted map[string]bool // host:port, the host in lower case
+}
+
+func (g *guard) trust(hostport string) {
+	g.mu.Lock()
+	g.trusted[strings.ToLower(hostport)] = true
+	g.mu.Unlock()
+}
+
+func (g *guard) trusts(hostport string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.trusted[strings.ToLower(hostport)]
+}
+
+// hostPort is u's host and port (the scheme's, when it has none).
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"https": "443", "http": "80"}[u.Scheme]
+	}
+	return net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// control refuses to connect to a refused address.
+func (g *guard) control(_, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return err
+	}
+	return refuse(ap.Addr())
+}
+
+// proxy is the proxy of the environment (HTTPS_PROXY and the others), the
+// operator's, which is trusted. A request that goes through it is
+// connected by it, not by boxd: boxd looks at the addresses of its host
+// first.
+func (g *guard) proxy(req *http.Request) (*url.URL, error) {
+	u, err := http.ProxyFromEnvironment(req)
+	if err != nil || u == nil {
+		return u, err
+	}
+	g.trust(hostPort(u))
+	if g.trusts(hostPort(req.URL)) {
+		return u, nil
+	}
+	addrs, err := net.DefaultResolver.LookupNetIP(req.Context(), "ip", req.URL.Hostname())
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range addrs {
+		if err := refuse(a); err != nil {
+			return nil, fmt.Errorf("%s: %w", req.URL.Hostname(), err)
+		}
+	}
+	return u, nil
+}
+
+// refuse says why a pull may not connect to ip (but at its registry), or
+// returns nil.
+func refuse(ip netip.Addr) error {
+	why := refusal(ip)
+	if why == "" {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is %s; a pull connects to such an address only at the registry its reference names, never by a redirect or at another host", ErrAddressRefused, ip, why)
+}
+
+// refusal says what ip is, when it is of this machine or of its
+// networks, or returns "".
+func refusal(ip netip.Addr) string {
+	ip = ip.Unmap().WithZone("")
+	switch {
+	case ip.IsUnspecified():
+		return "unspecified (this machine)"
+	case ip.IsLoopback():
+		return "a loopback address"
+	case ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast(), ip.IsInterfaceLocalMulticast():
+		return "a link-local address"
+	case ip.IsPrivate():
+		return "a private address"
+	}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if own, ok := netip.AddrFromSlice(n.IP); ok && own.Unmap() == ip {
+				return "an address of this machine"
+			}
+		}
+	}
+	return ""
 }
