@@ -22,6 +22,13 @@
 // blob is checked against its digest as it is read, and whiteouts and
 // opaque directories are honoured. A tree is moved into roots only once it
 // is complete: an interrupted or refused pull leaves nothing behind.
+//
+// A pull trusts its registry no further than the digests it serves: it
+// fails when the registry stops sending (Options.StallTimeout), reads
+// manifests and configurations only up to a bound (MaxManifestSize,
+// MaxConfigSize), unpacks up to Options.MaxSize and keeps Options.MinFree
+// free, and connects to no address of this machine or its networks but
+// the registry's own (see Store.transport).
 package image
 
 import (
