@@ -382,6 +382,9 @@ func (s *Store) Pull(ctx context.Context, ref string) (*Image, error) {
 	if err != nil {
 		return nil, &PullError{Ref: ref, Err: err}
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, &PullError{Ref: full, Err: err}
+	}
 	s.pullMu.Lock()
 	p := s.pulls[full]
 	if p == nil {
