@@ -166,6 +166,12 @@ type Config struct {
 	// gets ENOSPC, and boxd's calls that write answer 507 until space is
 	// freed.
 	MinFreeDisk int64
+	// MaxImageSize bounds what a runtime image may unpack to, in bytes:
+	// its layers' archives, uncompressed, added up. A create whose image
+	// is larger fails (502). Zero means DefaultMaxImageSize (16 GiB), a
+	// negative value no bound. While an image unpacks, boxd also keeps
+	// MinFreeDisk free: a pull that would go below it stops (507).
+	MaxImageSize int64
 	// Images maps runtimes to OCI image references in RootImage mode,
 	// over DefaultImages. New refuses an unknown runtime and a reference
 	// that does not parse. Registry credentials come from the docker

@@ -778,6 +778,25 @@ func TestFlags(t *testing.T) {
 		}
 	})
 
+	t.Run("max image size", func(t *testing.T) {
+		t.Parallel()
+		d := launch(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", newKey(), "-max-image-size", "lots")
+		if st := d.waitExit(10 * time.Second); st.ExitCode() != 2 || !strings.Contains(d.stderr.String(), `"lots" is not a size`) {
+			t.Errorf("-max-image-size lots: %v, stderr %q", st, d.stderr.String())
+		}
+		requireBwrap(t)
+		reg := ocitest.NewRegistry(t)
+		ref, _ := reg.Push(t, "test/busybox:1", v1.Config{Env: []string{"PATH=/bin"}}, ocitest.BusyboxLayer(t))
+		key := newKey()
+		_, err := start(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", key, "-root", "image", "-image", "node="+ref, "-max-image-size", "512K").client(t, key).Create(t.Context(), nil)
+		if box.StatusCode(err) != http.StatusBadGateway || !strings.Contains(err.Error(), "too large") || !strings.Contains(err.Error(), "512 KiB") {
+			t.Errorf("create of an image past -max-image-size = %v, want 502", err)
+		}
+		if _, err := start(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", key, "-root", "image", "-image", "node="+ref, "-max-image-size", "0").client(t, key).Create(t.Context(), nil); err != nil {
+			t.Errorf("create with -max-image-size 0: %v", err)
+		}
+	})
+
 	t.Run("root image", func(t *testing.T) {
 		t.Parallel()
 		requireBwrap(t)

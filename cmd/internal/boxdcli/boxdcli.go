@@ -80,6 +80,15 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 		minFree = n
 		return nil
 	})
+	maxImage := int64(local.DefaultMaxImageSize)
+	fl.Func("max-image-size", "the most a runtime image may unpack to (`size`: 16G, 40G; 0: no bound); a create whose image is larger fails (default 16G)", func(v string) error {
+		n, err := parseSize(v)
+		if err != nil {
+			return err
+		}
+		maxImage = n
+		return nil
+	})
 	verbose := fl.Bool("v", false, "log debug messages")
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -120,7 +129,7 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 	// cleanly once it has said it is listening.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv, err := local.New(local.Config{DataDir: *data, APIKey: key, Isolation: *isolation, Logger: log, GitHubURL: *githubURL, GitHubAPIURL: *githubAPIURL, AllowHostLoopback: *hostLoopback, ModelProviderURLs: providers, IdlePause: idle, Root: *root, Images: images, MinFreeDisk: cmp.Or(minFree, -1)})
+	srv, err := local.New(local.Config{DataDir: *data, APIKey: key, Isolation: *isolation, Logger: log, GitHubURL: *githubURL, GitHubAPIURL: *githubAPIURL, AllowHostLoopback: *hostLoopback, ModelProviderURLs: providers, IdlePause: idle, Root: *root, Images: images, MinFreeDisk: cmp.Or(minFree, -1), MaxImageSize: cmp.Or(maxImage, -1)})
 	if err != nil {
 		return err
 	}
