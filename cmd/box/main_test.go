@@ -93,11 +93,18 @@ type result struct {
 	code           int
 }
 
-// cli runs box with args and stdin, and waits for it.
+// cli runs box with args and stdin against srv, and waits for it.
 func cli(t *testing.T, srv *boxtest.Server, stdin string, args ...string) result {
 	t.Helper()
+	return runBox(t, env(t, srv), stdin, args...)
+}
+
+// runBox runs box with args and stdin in the environment environ, and
+// waits for it.
+func runBox(t *testing.T, environ []string, stdin string, args ...string) result {
+	t.Helper()
 	cmd := exec.CommandContext(t.Context(), boxBin, args...)
-	cmd.Env = env(t, srv)
+	cmd.Env = environ
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -815,5 +822,50 @@ func TestRmDeletesWhatExists(t *testing.T) {
 	}
 	if len(out.Deleted) != 1 || out.Deleted[0] != ic.ID || len(out.Failed) != 1 || out.Failed[0].ID != "box-missing" || !strings.Contains(out.Failed[0].Error, "box not found") {
 		t.Errorf("rm --json = %+v", out)
+	}
+}
+
+// TestVersionAndBaseURL: box version says its own and its SDK's versions
+// and whether the server answers (exit 1 when it does not, as docker
+// version does); --base-url beats UPSTASH_BOX_BASE_URL.
+func TestVersionAndBaseURL(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t)
+	dead := "http://127.0.0.1:1" // nothing listens on port 1
+
+	r := runBox(t, env(t, srv), "", "version")
+	if r.code != 0 || !strings.Contains(r.stdout, "SDK box-go "+box.Version) || !strings.Contains(r.stdout, "server: "+srv.URL()+" answered") {
+		t.Errorf("version against boxd: %+v", r)
+	}
+	r = runBox(t, env(t, nil, "UPSTASH_BOX_API_KEY="+srv.APIKey(), "UPSTASH_BOX_BASE_URL="+dead), "", "version")
+	if r.code != 1 || !strings.Contains(r.stdout, "server: "+dead+" did not answer") || strings.Contains(r.stdout+r.stderr, srv.APIKey()) {
+		t.Errorf("version against a server that is not there: %+v", r)
+	}
+	r = runBox(t, env(t, nil), "", "version")
+	if r.code != 0 || !strings.Contains(r.stdout, "server: not asked") {
+		t.Errorf("version without a key: %+v", r)
+	}
+	r = runBox(t, env(t, srv), "", "--json", "version")
+	var v struct {
+		SDK    string
+		Server struct {
+			URL       string
+			Reachable bool
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v.SDK != box.Version || v.Server.URL != srv.URL() || !v.Server.Reachable {
+		t.Errorf("version --json: %q, %v", r.stdout, err)
+	}
+
+	// --base-url names the server whatever the environment says.
+	id := strings.TrimSpace(runBox(t, env(t, srv), "", "create", "--no-repl", "--json").stdout)
+	r = runBox(t, env(t, nil, "UPSTASH_BOX_API_KEY="+srv.APIKey(), "UPSTASH_BOX_BASE_URL="+dead), "", "--base-url", srv.URL(), "ls")
+	var created struct{ ID string }
+	if json.Unmarshal([]byte(id), &created) != nil || r.code != 0 || !strings.Contains(r.stdout, created.ID) {
+		t.Errorf("ls with --base-url over a dead UPSTASH_BOX_BASE_URL: %+v (created %q)", r, id)
+	}
+	r = runBox(t, env(t, srv), "", "--base-url", dead, "ls")
+	if r.code != 1 {
+		t.Errorf("ls with --base-url at nothing: %+v", r)
 	}
 }
