@@ -69,9 +69,11 @@ func (c *manualClock) AfterFunc(d time.Duration, f func()) func() bool {
 	return func() bool { return true }
 }
 
-// TestDeleteBoxDeletesSchedules checks that deleting a box removes its
-// schedule records and timers.
-func TestDeleteBoxDeletesSchedules(t *testing.T) {
+// internalServer starts a boxd for a test of its internals, with a
+// manual clock, and returns it with a function that calls its API and
+// fails the test unless the answer is 200.
+func internalServer(t *testing.T) (*Server, func(method, path, body string) map[string]any) {
+	t.Helper()
 	iso := IsolationBwrap
 	if CheckIsolation() != nil {
 		iso = IsolationNone
@@ -80,8 +82,8 @@ func TestDeleteBoxDeletesSchedules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	do := func(method, path, body string) map[string]any {
+	t.Cleanup(func() { s.Close() })
+	return s, func(method, path, body string) map[string]any {
 		t.Helper()
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
 		req.Header.Set("X-Box-Api-Key", "k")
@@ -97,6 +99,12 @@ func TestDeleteBoxDeletesSchedules(t *testing.T) {
 		_ = json.Unmarshal(w.Body.Bytes(), &m)
 		return m
 	}
+}
+
+// TestDeleteBoxDeletesSchedules checks that deleting a box removes its
+// schedule records and timers.
+func TestDeleteBoxDeletesSchedules(t *testing.T) {
+	s, do := internalServer(t)
 	keep, _ := do("POST", "/v2/box", `{}`)["id"].(string)
 	gone, _ := do("POST", "/v2/box", `{}`)["id"].(string)
 	sched := `{"type": "exec", "cron": "* * * * *", "command": ["true"], "folder": "/workspace/home"}`
@@ -120,26 +128,10 @@ func TestDeleteBoxDeletesSchedules(t *testing.T) {
 // TestDeleteBoxDeletesRecordings checks that deleting a box deletes its
 // browser recordings' records at once, not at the next hourly upkeep.
 func TestDeleteBoxDeletesRecordings(t *testing.T) {
-	iso := IsolationBwrap
-	if CheckIsolation() != nil {
-		iso = IsolationNone
-	}
-	s, err := New(Config{DataDir: t.TempDir(), APIKey: "k", Isolation: iso, Clock: &manualClock{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, do := internalServer(t)
 	create := func() string {
-		req := httptest.NewRequest("POST", "/v2/box", strings.NewReader(`{}`))
-		req.Header.Set("X-Box-Api-Key", "k")
-		req.Header.Set("Content-Type", "application/json")
-		w := httptest.NewRecorder()
-		s.ServeHTTP(w, req)
-		var m struct{ ID string }
-		if err := json.Unmarshal(w.Body.Bytes(), &m); err != nil || m.ID == "" {
-			t.Fatalf("create: %d %s", w.Code, w.Body)
-		}
-		return m.ID
+		id, _ := do("POST", "/v2/box", `{}`)["id"].(string)
+		return id
 	}
 	keep, gone := create(), create()
 	for _, id := range []string{keep, gone, gone} {
@@ -148,13 +140,7 @@ func TestDeleteBoxDeletesRecordings(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	req := httptest.NewRequest("DELETE", "/v2/box/"+gone, nil)
-	req.Header.Set("X-Box-Api-Key", "k")
-	w := httptest.NewRecorder()
-	s.ServeHTTP(w, req)
-	if w.Code != http.StatusOK {
-		t.Fatalf("delete: %d %s", w.Code, w.Body)
-	}
+	do("DELETE", "/v2/box/"+gone, "")
 	all, err := s.db.AllRecordings()
 	if err != nil || len(all) != 1 || all[0].BoxID != keep {
 		t.Errorf("recordings after the delete: %d records, %v; want the other box's one", len(all), err)
