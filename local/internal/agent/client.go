@@ -169,13 +169,15 @@ func (c *Client) do(req *http.Request, want int) (*http.Response, error) {
 // {"error": "..."}, or any other body, which its message quotes.
 func readError(resp *http.Response) *Error {
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	var e gen.ErrorResponse
-	if json.Unmarshal(raw, &e) == nil && strings.TrimSpace(e.Error) != "" {
-		return &Error{Status: resp.StatusCode, Message: e.Error}
-	}
 	msg := "the box's agent answered " + resp.Status
-	if text := strings.TrimSpace(strings.ToValidUTF8(string(raw), "")); text != "" {
-		msg += ": " + text
+	var e gen.ErrorResponse
+	switch {
+	case json.Unmarshal(raw, &e) == nil:
+		if strings.TrimSpace(e.Error) != "" {
+			msg = e.Error
+		}
+	case len(bytes.TrimSpace(raw)) > 0:
+		msg += ": " + strings.TrimSpace(strings.ToValidUTF8(string(raw), ""))
 	}
 	return &Error{Status: resp.StatusCode, Message: msg}
 }
