@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"mime/multipart"
 	"net"
-	"net/http"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -18,13 +17,10 @@ import (
 	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/agent"
 	"github.com/upstash/box-go/local/internal/egress"
+	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/harnesses"
 	"github.com/upstash/box-go/local/internal/store"
 )
-
-func init() {
-	implement("StreamAgentRun", "RunAgent", "CancelRun", "ConfigureModel", "ConfigureCustomRunner")
-}
 
 // maxArgPrompt bounds a prompt passed as a command-line argument (the
 // kernel refuses single arguments over 128 KiB).
@@ -65,13 +61,13 @@ func harnessCommand(b *store.Box, in harnessInput, boxEnv map[string]string, bas
 	if b.Agent == "custom" || (b.Agent == "" && len(b.CustomRunner) > 0) {
 		var cr gen.CustomRunner
 		if err := json.Unmarshal(b.CustomRunner, &cr); err != nil || cr.Command == "" {
-			return nil, errorf(http.StatusConflict, "the box's custom harness has no command: configure it with PUT /config/custom-runner")
+			return nil, errdefs.Conflict("the box's custom harness has no command: configure it with PUT /config/custom-runner")
 		}
 		if cr.Protocol != nil && *cr.Protocol != gen.CustomRunnerProtocolBoxSseV1 {
-			return nil, errorf(http.StatusBadRequest, "custom harness protocol %q is not supported (want box-sse-v1)", *cr.Protocol)
+			return nil, errdefs.Invalid("custom harness protocol %q is not supported (want box-sse-v1)", *cr.Protocol)
 		}
 		if len(prompt) > maxArgPrompt {
-			return nil, errorf(http.StatusRequestEntityTooLarge, "a custom harness takes the prompt as an argument; at most %d bytes", maxArgPrompt)
+			return nil, errdefs.TooLarge("a custom harness takes the prompt as an argument; at most %d bytes", maxArgPrompt)
 		}
 		model := b.Model
 		if model == "" {
@@ -92,9 +88,9 @@ func harnessCommand(b *store.Box, in harnessInput, boxEnv map[string]string, bas
 	h, ok := harnesses.Get(b.Agent)
 	if !ok {
 		if b.Agent == "" {
-			return nil, errorf(http.StatusConflict, "the box has no agent: create it with an agent, or set a model with PUT /config/model")
+			return nil, errdefs.Conflict("the box has no agent: create it with an agent, or set a model with PUT /config/model")
 		}
-		return nil, errorf(http.StatusBadRequest, "unknown harness %q", b.Agent)
+		return nil, errdefs.Invalid("unknown harness %q", b.Agent)
 	}
 	key, err := providerKey(b, h, boxEnv)
 	if err != nil {
@@ -102,7 +98,7 @@ func harnessCommand(b *store.Box, in harnessInput, boxEnv map[string]string, bas
 	}
 	argv, env, stdin, err := h.Command(harnesses.Spec{Model: b.Model, Prompt: prompt, SessionID: b.SessionID, Options: options, APIKey: key, MCPServers: in.mcpServers, MCPConfig: in.mcpConfig, BaseURLs: baseURLs, Schema: in.schema})
 	if err != nil {
-		return nil, errorf(http.StatusBadRequest, "%s: %v", h.Name(), err)
+		return nil, errdefs.Invalid("%s: %v", h.Name(), err)
 	}
 	return &invocation{name: h.Name() + " harness", binary: h.Binary(), argv: argv, env: env, stdin: stdin, mapper: h.NewMapper()}, nil
 }
@@ -149,7 +145,7 @@ func providerKey(b *store.Box, h harnesses.Harness, env map[string]string) (stri
 	if b.AgentAPIKey != "" {
 		why = b.AgentAPIKey + " is not available on boxd (it has no Upstash-provided or stored keys)"
 	}
-	return "", errorf(http.StatusFailedDependency, "%s harness: %s: pass the provider key as the agent API key, or set %s in the box's env", h.Name(), why, strings.Join(names, " or "))
+	return "", errdefs.MissingDependency("%s harness: %s: pass the provider key as the agent API key, or set %s in the box's env", h.Name(), why, strings.Join(names, " or "))
 }
 
 // prepareRun resolves the box and checks that its harness can run.
@@ -159,7 +155,7 @@ func (c *controlPlane) prepareRun(ctx context.Context, id string, spec *runSpec)
 		return nil, err
 	}
 	if b.Ephemeral {
-		return nil, errorf(http.StatusBadRequest, "ephemeral boxes have no agent")
+		return nil, errdefs.Invalid("ephemeral boxes have no agent")
 	}
 	inv, err := harnessCommand(b, harnessInput{prompt: spec.prompt, options: spec.options, schema: spec.schemaDoc}, c.s.boxEnv(b), c.s.boxProviderURLs())
 	if err != nil {
@@ -175,16 +171,16 @@ func (c *controlPlane) prepareRun(ctx context.Context, id string, spec *runSpec)
 		var ae *agent.Error
 		switch {
 		case errors.As(err, &ae) && ae.Status >= 500:
-			return nil, errorf(http.StatusBadGateway, "%s: cannot check for `%s` in the box: %s", inv.name, inv.binary, ae.Message)
+			return nil, errdefs.Upstream("%s: cannot check for `%s` in the box: %s", inv.name, inv.binary, ae.Message)
 		case errors.As(err, &ae):
 			// The box is in no state to run the check (its home has gone,
 			// say): nor to run the harness.
-			return nil, errorf(http.StatusFailedDependency, "%s: cannot check for `%s` in the box: %s", inv.name, inv.binary, ae.Message)
+			return nil, errdefs.MissingDependency("%s: cannot check for `%s` in the box: %s", inv.name, inv.binary, ae.Message)
 		case err != nil:
 			return nil, fmt.Errorf("%s: cannot check for `%s` in the box: %w", inv.name, inv.binary, err)
 		}
 		if res.ExitCode != 0 {
-			return nil, errorf(http.StatusFailedDependency, "%s: `%s` is not installed in the box; install it (for example with npm in the box's init command) or use a custom harness", inv.name, inv.binary)
+			return nil, errdefs.MissingDependency("%s: `%s` is not installed in the box; install it (for example with npm in the box's init command) or use a custom harness", inv.name, inv.binary)
 		}
 	}
 	return b, nil
@@ -196,7 +192,7 @@ func (c *controlPlane) StreamAgentRun(ctx context.Context, req gen.StreamAgentRu
 		return nil, err
 	}
 	if spec.webhook != nil {
-		return nil, errorf(http.StatusBadRequest, "webhook runs go to POST /run, not /run/stream")
+		return nil, errdefs.Invalid("webhook runs go to POST /run, not /run/stream")
 	}
 	b, err := c.prepareRun(ctx, req.ID, spec)
 	if err != nil {
@@ -215,7 +211,7 @@ func (c *controlPlane) RunAgent(ctx context.Context, req gen.RunAgentRequestObje
 		return nil, err
 	}
 	if spec.webhook == nil {
-		return nil, errorf(http.StatusBadRequest, "webhook is required: stream runs with POST /run/stream")
+		return nil, errdefs.Invalid("webhook is required: stream runs with POST /run/stream")
 	}
 	b, err := c.prepareRun(ctx, req.ID, spec)
 	if err != nil {
@@ -237,7 +233,7 @@ func runRequest(jsonBody *gen.AgentRunRequest, mr *multipart.Reader) (*runSpec, 
 	case jsonBody != nil:
 		return parseRunJSON(jsonBody)
 	}
-	return nil, errorf(http.StatusBadRequest, "the request body must be JSON or multipart/form-data")
+	return nil, errdefs.Invalid("the request body must be JSON or multipart/form-data")
 }
 
 func (c *controlPlane) CancelRun(ctx context.Context, req gen.CancelRunRequestObject) (gen.CancelRunResponseObject, error) {
@@ -247,22 +243,22 @@ func (c *controlPlane) CancelRun(ctx context.Context, req gen.CancelRunRequestOb
 	}
 	rec, err := c.s.db.Run(b.ID, req.RunID)
 	if err != nil {
-		return nil, errorf(http.StatusNotFound, "run not found")
+		return nil, errdefs.NotFound("run not found")
 	}
 	if !c.s.runs.cancelRun(rec.ID) {
 		// A run that has just ended may not be recorded yet: its record
 		// still says running.
 		if rec.Status == "running" {
-			return nil, errorf(http.StatusConflict, "run %s is not running (it has ended)", rec.ID)
+			return nil, errdefs.Conflict("run %s is not running (it has ended)", rec.ID)
 		}
-		return nil, errorf(http.StatusConflict, "run %s is not running (it is %s)", rec.ID, rec.Status)
+		return nil, errdefs.Conflict("run %s is not running (it is %s)", rec.ID, rec.Status)
 	}
 	return gen.CancelRun200JSONResponse(message("Run cancelled")), nil
 }
 
 func (c *controlPlane) ConfigureModel(ctx context.Context, req gen.ConfigureModelRequestObject) (gen.ConfigureModelResponseObject, error) {
 	if req.Body == nil || strings.TrimSpace(req.Body.Model) == "" {
-		return nil, errorf(http.StatusBadRequest, "model is required")
+		return nil, errdefs.Invalid("model is required")
 	}
 	b, err := c.box(req.ID)
 	if err != nil {
@@ -283,14 +279,14 @@ func (c *controlPlane) ConfigureModel(ctx context.Context, req gen.ConfigureMode
 
 func (c *controlPlane) ConfigureCustomRunner(ctx context.Context, req gen.ConfigureCustomRunnerRequestObject) (gen.ConfigureCustomRunnerResponseObject, error) {
 	if req.Body == nil || req.Body.CustomRunner.Command == "" {
-		return nil, errorf(http.StatusBadRequest, "custom_runner.command is required")
+		return nil, errdefs.Invalid("custom_runner.command is required")
 	}
 	b, err := c.box(req.ID)
 	if err != nil {
 		return nil, err
 	}
 	if b.Agent != "custom" {
-		return nil, errorf(http.StatusConflict, "Custom harness can only be configured on custom agent boxes")
+		return nil, errdefs.Conflict("Custom harness can only be configured on custom agent boxes")
 	}
 	err = c.s.updateBox(b.ID, func(b *store.Box) error {
 		b.CustomRunner = raw(req.Body.CustomRunner)

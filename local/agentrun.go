@@ -18,6 +18,7 @@ import (
 
 	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/agent"
+	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/harnesses"
 	"github.com/upstash/box-go/local/internal/store"
 	"github.com/upstash/box-go/stream"
@@ -58,11 +59,11 @@ type attachment struct {
 // parseRunJSON validates a JSON run request.
 func parseRunJSON(body *gen.AgentRunRequest) (*runSpec, error) {
 	if body == nil {
-		return nil, errorf(http.StatusBadRequest, "request body is required")
+		return nil, errdefs.Invalid("request body is required")
 	}
 	spec := &runSpec{prompt: body.Prompt, folder: deref(body.Folder), options: body.AgentOptions, webhook: body.Webhook}
 	if len(body.Files) > maxAttachments {
-		return nil, errorf(http.StatusBadRequest, "at most %d files can be attached, got %d", maxAttachments, len(body.Files))
+		return nil, errdefs.Invalid("at most %d files can be attached, got %d", maxAttachments, len(body.Files))
 	}
 	for i, f := range body.Files {
 		name := deref(f.Filename)
@@ -97,14 +98,14 @@ func parseRunMultipart(mr *multipart.Reader) (*runSpec, error) {
 		name := part.FormName()
 		if name == "files" {
 			if len(spec.files) == maxAttachments {
-				return nil, errorf(http.StatusBadRequest, "at most %d files can be attached", maxAttachments)
+				return nil, errdefs.Invalid("at most %d files can be attached", maxAttachments)
 			}
 			data, err := io.ReadAll(io.LimitReader(part, maxAttachmentSize+1))
 			if err != nil {
 				return nil, bodyError(err)
 			}
 			if len(data) > maxAttachmentSize {
-				return nil, errorf(http.StatusRequestEntityTooLarge, "attachment %q is larger than %d bytes", part.FileName(), maxAttachmentSize)
+				return nil, errdefs.TooLarge("attachment %q is larger than %d bytes", part.FileName(), maxAttachmentSize)
 			}
 			fname := path.Base(part.FileName())
 			if fname == "." || fname == "/" || fname == "" {
@@ -128,12 +129,12 @@ func parseRunMultipart(mr *multipart.Reader) (*runSpec, error) {
 			spec.folder = string(v)
 		case "agent_options":
 			if err := json.Unmarshal(v, &spec.options); err != nil {
-				return nil, errorf(http.StatusBadRequest, "agent_options is not a JSON object: %v", err)
+				return nil, errdefs.Invalid("agent_options is not a JSON object: %v", err)
 			}
 		case "json_schema":
 			var m map[string]any
 			if err := json.Unmarshal(v, &m); err != nil {
-				return nil, errorf(http.StatusBadRequest, "json_schema is not a JSON object: %v", err)
+				return nil, errdefs.Invalid("json_schema is not a JSON object: %v", err)
 			}
 			if spec.schema, err = compileSchema(m); err != nil {
 				return nil, err
@@ -142,7 +143,7 @@ func parseRunMultipart(mr *multipart.Reader) (*runSpec, error) {
 		case "webhook":
 			var wh gen.Webhook
 			if err := json.Unmarshal(v, &wh); err != nil {
-				return nil, errorf(http.StatusBadRequest, "webhook is not a JSON object: %v", err)
+				return nil, errdefs.Invalid("webhook is not a JSON object: %v", err)
 			}
 			spec.webhook = &wh
 		}
@@ -152,22 +153,22 @@ func parseRunMultipart(mr *multipart.Reader) (*runSpec, error) {
 
 func bodyError(err error) error {
 	if errors.As(err, new(*http.MaxBytesError)) {
-		return errorf(http.StatusRequestEntityTooLarge, "request body is too large")
+		return errdefs.TooLarge("request body is too large")
 	}
-	return errorf(http.StatusBadRequest, "reading request: %v", err)
+	return errdefs.Invalid("reading request: %v", err)
 }
 
 func (s *runSpec) check() error {
 	if strings.TrimSpace(s.prompt) == "" {
-		return errorf(http.StatusBadRequest, "prompt is required")
+		return errdefs.Invalid("prompt is required")
 	}
 	for _, f := range s.files {
 		if len(f.data) > maxAttachmentSize {
-			return errorf(http.StatusRequestEntityTooLarge, "attachment %q is larger than %d bytes", f.name, maxAttachmentSize)
+			return errdefs.TooLarge("attachment %q is larger than %d bytes", f.name, maxAttachmentSize)
 		}
 	}
 	if s.webhook != nil && !strings.HasPrefix(s.webhook.URL, "http://") && !strings.HasPrefix(s.webhook.URL, "https://") {
-		return errorf(http.StatusBadRequest, "webhook.url must be an http or https URL")
+		return errdefs.Invalid("webhook.url must be an http or https URL")
 	}
 	return nil
 }
@@ -181,18 +182,18 @@ func compileSchema(doc map[string]any) (*jsonschema.Schema, error) {
 	// Round-trip through JSON so numbers are what the compiler expects.
 	raw, err := json.Marshal(doc)
 	if err != nil {
-		return nil, errorf(http.StatusBadRequest, "json_schema: %v", err)
+		return nil, errdefs.Invalid("json_schema: %v", err)
 	}
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return nil, errorf(http.StatusBadRequest, "json_schema: %v", err)
+		return nil, errdefs.Invalid("json_schema: %v", err)
 	}
 	if err := c.AddResource(schemaURL, v); err != nil {
-		return nil, errorf(http.StatusBadRequest, "json_schema: %v", err)
+		return nil, errdefs.Invalid("json_schema: %v", err)
 	}
 	sch, err := c.Compile(schemaURL)
 	if err != nil {
-		return nil, errorf(http.StatusBadRequest, "json_schema is not a valid JSON schema: %v", err)
+		return nil, errdefs.Invalid("json_schema is not a valid JSON schema: %v", err)
 	}
 	return sch, nil
 }
@@ -247,7 +248,7 @@ func (rs *runs) begin(b *store.Box, spec *runSpec) (*agentRun, error) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if rs.closed {
-		return nil, errorf(http.StatusServiceUnavailable, "boxd is shutting down")
+		return nil, errdefs.Unavailable("boxd is shutting down")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if spec.timeout > 0 {

@@ -13,21 +13,78 @@ import (
 	"time"
 
 	"github.com/upstash/box-go/gen"
+	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/store"
 )
 
-// routes builds boxd's handler: data-plane routes go to the box's agent,
-// everything else to the generated strict server backed by controlPlane.
-func (s *Server) routes() http.Handler {
-	dp := http.NewServeMux()
-	for _, p := range dataPlane {
-		dp.HandleFunc(p, s.proxy)
+// access says what lets a request through to a route.
+type access int
+
+const (
+	// byAPIKey routes need boxd's API key (X-Box-Api-Key, or the bearer
+	// token of Authorization).
+	byAPIKey access = iota
+	// byCDPToken and byLiveToken routes are opened by a browser tool or a
+	// viewer that holds only a URL: they need the unexpired token of that
+	// kind, for that box, in the URL's query, and no API key.
+	byCDPToken
+	byLiveToken
+)
+
+// route is one entry of boxd's route table.
+type route struct {
+	pattern string
+	access  access
+	handler http.HandlerFunc
+}
+
+// routeTable is every route boxd serves by path, with what lets a request
+// through to it. Public URLs are served before it, by Host (withPreviews),
+// with the auth each URL was created with.
+func (s *Server) routeTable() []route {
+	bs := s.browsers
+	table := []route{
+		{"GET /v2/box/{id}/browser/cdp/{rest...}", byCDPToken, bs.serveCDP},
+		{"GET /v2/box/{id}/browser/live", byLiveToken, bs.serveLive},
+		{"GET /v2/box/{id}/browser/live/ws", byLiveToken, bs.serveLiveWS},
+		{"GET /v2/box/{id}/browser/recordings/{rid}/segments/{name}", byAPIKey, bs.recs.serveSegment},
 	}
+	// The data plane goes to the box's agent as it is.
+	for _, p := range dataPlane {
+		table = append(table, route{p, byAPIKey, s.proxy})
+	}
+	// Everything else is the control plane's: the generated strict server.
+	return append(table, route{"/", byAPIKey, s.controlPlaneHandler().ServeHTTP})
+}
+
+// routes builds boxd's handler from its route table.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range s.routeTable() {
+		mux.Handle(rt.pattern, s.guard(rt.access, rt.handler))
+	}
+	return mux
+}
+
+// guard lets through to next the requests that access allows.
+func (s *Server) guard(a access, next http.HandlerFunc) http.Handler {
+	switch a {
+	case byCDPToken:
+		return s.browsers.tokenGuard("cdp", "the CDP URL's token is invalid or has expired; get a new URL", next)
+	case byLiveToken:
+		return s.browsers.tokenGuard("live", "the live view URL's token is invalid or has expired; get a new URL", next)
+	}
+	return s.authenticate(next)
+}
+
+// controlPlaneHandler serves the operations boxd answers itself, through
+// the generated strict server, with request bodies bounded.
+func (s *Server) controlPlaneHandler() http.Handler {
 	base := http.NewServeMux()
 	base.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not found")
 	})
-	strict := gen.NewStrictHandlerWithOptions(&controlPlane{s: s}, []gen.StrictMiddlewareFunc{onlyImplemented}, gen.StrictHTTPServerOptions{
+	strict := gen.NewStrictHandlerWithOptions(&controlPlane{s: s}, nil, gen.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.As(err, new(*http.MaxBytesError)) {
 				writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(s.cfg.MaxBodyBytes, 10)+" bytes")
@@ -41,7 +98,7 @@ func (s *Server) routes() http.Handler {
 				s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 			}
 			msg := err.Error()
-			if ae := (*apiError)(nil); status == http.StatusInsufficientStorage && !errors.As(err, &ae) {
+			if status == http.StatusInsufficientStorage && errdefs.Of(err) == nil {
 				msg = "boxd's data directory is full: " + msg
 			}
 			writeError(w, status, msg)
@@ -54,11 +111,7 @@ func (s *Server) routes() http.Handler {
 		},
 	})
 	limit := s.cfg.MaxBodyBytes
-	return s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, pattern := dp.Handler(r); pattern != "" {
-			dp.ServeHTTP(w, r)
-			return
-		}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > limit {
 			writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(limit, 10)+" bytes")
 			return
@@ -68,51 +121,34 @@ func (s *Server) routes() http.Handler {
 			return
 		}
 		api.ServeHTTP(w, r)
-	}))
+	})
 }
 
-// implemented lists the control-plane operations boxd answers; the others
-// get 501 until they are built. Feature files add theirs with implement in
-// an init function.
-var implemented = map[string]bool{}
-
-func implement(ops ...string) {
-	for _, op := range ops {
-		implemented[op] = true
-	}
+// statuses is where the kinds of domain errors (errdefs) become HTTP
+// statuses: the one place in boxd's control plane that chooses a status
+// for an error.
+var statuses = map[error]int{
+	errdefs.ErrInvalidArgument:   http.StatusBadRequest,
+	errdefs.ErrNotFound:          http.StatusNotFound,
+	errdefs.ErrPermission:        http.StatusForbidden,
+	errdefs.ErrConflict:          http.StatusConflict,
+	errdefs.ErrTooLarge:          http.StatusRequestEntityTooLarge,
+	errdefs.ErrNotImplemented:    http.StatusNotImplemented,
+	errdefs.ErrMissingDependency: http.StatusFailedDependency,
+	errdefs.ErrUpstream:          http.StatusBadGateway,
+	errdefs.ErrUpstreamTimeout:   http.StatusGatewayTimeout,
+	errdefs.ErrUnavailable:       http.StatusServiceUnavailable,
+	errdefs.ErrNoSpace:           http.StatusInsufficientStorage,
 }
 
-func init() {
-	implement("CreateBox", "ListBoxes", "DeleteBoxes", "GetBox", "DeleteBox", "GetBoxStatus", "PauseBox",
-		"ResumeBox", "GetBoxLogs", "ListBoxRuns", "GetBoxRun")
-}
-
-func onlyImplemented(f gen.StrictHandlerFunc, op string) gen.StrictHandlerFunc {
-	if implemented[op] {
-		return f
-	}
-	return func(ctx context.Context, w http.ResponseWriter, r *http.Request, req any) (any, error) {
-		return nil, errorf(http.StatusNotImplemented, "%s is not implemented by boxd yet", op)
-	}
-}
-
-// apiError is an error with the HTTP status it is answered with.
-type apiError struct {
-	status int
-	msg    string
-}
-
-func (e *apiError) Error() string { return e.msg }
-
-func errorf(status int, format string, args ...any) error {
-	return &apiError{status: status, msg: fmt.Sprintf(format, args...)}
-}
-
+// statusOf is the HTTP status an operation's error is answered with.
 func statusOf(err error) int {
-	var ae *apiError
+	if kind := errdefs.Of(err); kind != nil {
+		if status, ok := statuses[kind]; ok {
+			return status
+		}
+	}
 	switch {
-	case errors.As(err, &ae):
-		return ae.status
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, errBoxNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, store.ErrNameTaken):
@@ -133,21 +169,24 @@ func (s *Server) storeError(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusInternalServerError, "internal error")
 }
 
-// controlPlane implements the operations boxd answers itself. The embedded
-// nil interface stands for the data-plane operations (routed to the box's
-// agent before this handler) and for those not built yet (answered 501 by
-// onlyImplemented); neither reaches it.
+// controlPlane implements the operations boxd answers itself, and, through
+// agentOperations, stands in for those of the data plane, which reach the
+// box's agent before this handler.
 type controlPlane struct {
-	gen.StrictServerInterface
+	agentOperations
 	s *Server
 }
+
+// controlPlane answers every operation of the API: a missing one is a
+// compile error, not a 501 at run time.
+var _ gen.StrictServerInterface = (*controlPlane)(nil)
 
 func message(m string) gen.MessageResponse { return gen.MessageResponse{Message: &m} }
 
 func (c *controlPlane) box(idOrName string) (*store.Box, error) {
 	b, err := c.s.db.Box(idOrName)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, errorf(http.StatusNotFound, "box not found")
+		return nil, errdefs.NotFound("box not found")
 	}
 	return b, err
 }
@@ -163,19 +202,19 @@ var runtimes = []string{"node", "python", "golang", "ruby", "rust", "node-alpine
 
 func validateLabels(labels []string) error {
 	if len(labels) > 5 {
-		return errorf(http.StatusBadRequest, "labels: at most 5 labels, got %d", len(labels))
+		return errdefs.Invalid("labels: at most 5 labels, got %d", len(labels))
 	}
 	seen := map[string]bool{}
 	for _, l := range labels {
 		switch {
 		case l == "":
-			return errorf(http.StatusBadRequest, "labels: empty label")
+			return errdefs.Invalid("labels: empty label")
 		case len(l) > 20:
-			return errorf(http.StatusBadRequest, "labels: label %q is longer than 20 characters", l)
+			return errdefs.Invalid("labels: label %q is longer than 20 characters", l)
 		case !labelRE.MatchString(l):
-			return errorf(http.StatusBadRequest, "labels: label %q contains invalid characters", l)
+			return errdefs.Invalid("labels: label %q contains invalid characters", l)
 		case seen[l]:
-			return errorf(http.StatusBadRequest, "labels: label %q given twice", l)
+			return errdefs.Invalid("labels: label %q given twice", l)
 		}
 		seen[l] = true
 	}
@@ -186,23 +225,23 @@ func validateCreate(r *gen.CreateBoxRequest) error {
 	if r.Name != nil {
 		n := *r.Name
 		if n == "" || len(n) > 64 || strings.ContainsAny(n, "/?#% \t\r\n") {
-			return errorf(http.StatusBadRequest, "name must be 1 to 64 characters without spaces, '/', '?', '#' or '%%'")
+			return errdefs.Invalid("name must be 1 to 64 characters without spaces, '/', '?', '#' or '%%'")
 		}
 	}
 	if err := validateLabels(r.Labels); err != nil {
 		return err
 	}
 	if strings.ContainsAny(deref(r.GitUserName)+deref(r.GitUserEmail), "\x00\r\n") {
-		return errorf(http.StatusBadRequest, "git_user_name and git_user_email must be one line")
+		return errdefs.Invalid("git_user_name and git_user_email must be one line")
 	}
 	if r.Size != nil && !slices.Contains([]gen.BoxSize{gen.BoxSizeSmall, gen.BoxSizeMedium, gen.BoxSizeLarge}, *r.Size) {
-		return errorf(http.StatusBadRequest, "size must be small, medium or large, not %q", *r.Size)
+		return errdefs.Invalid("size must be small, medium or large, not %q", *r.Size)
 	}
 	if r.Runtime != nil && !slices.Contains(runtimes, *r.Runtime) {
-		return errorf(http.StatusBadRequest, "runtime must be one of %s, not %q", strings.Join(runtimes, ", "), *r.Runtime)
+		return errdefs.Invalid("runtime must be one of %s, not %q", strings.Join(runtimes, ", "), *r.Runtime)
 	}
 	if err := validateEnv(r.EnvVars); err != nil {
-		return errorf(http.StatusBadRequest, "env_vars: %v", err)
+		return errdefs.Invalid("env_vars: %v", err)
 	}
 	if np := r.NetworkPolicy; np != nil {
 		if err := validateNetworkPolicy(np); err != nil {
@@ -213,10 +252,10 @@ func validateCreate(r *gen.CreateBoxRequest) error {
 		return err
 	}
 	if r.Agent != nil && *r.Agent == "custom" && r.CustomRunner == nil {
-		return errorf(http.StatusBadRequest, "custom_runner is required when agent is custom")
+		return errdefs.Invalid("custom_runner is required when agent is custom")
 	}
 	if r.CustomRunner != nil && r.CustomRunner.Command == "" {
-		return errorf(http.StatusBadRequest, "custom_runner.command is required")
+		return errdefs.Invalid("custom_runner.command is required")
 	}
 	if r.InitCommand != nil {
 		if err := validateInitCommand(*r.InitCommand); err != nil {
@@ -225,10 +264,10 @@ func validateCreate(r *gen.CreateBoxRequest) error {
 	}
 	if r.TTL != nil {
 		if r.Ephemeral == nil || !*r.Ephemeral {
-			return errorf(http.StatusBadRequest, "ttl is only for ephemeral boxes")
+			return errdefs.Invalid("ttl is only for ephemeral boxes")
 		}
 		if *r.TTL < 1 || *r.TTL > maxTTL {
-			return errorf(http.StatusBadRequest, "ttl must be between 1 and %d seconds, got %d", maxTTL, *r.TTL)
+			return errdefs.Invalid("ttl must be between 1 and %d seconds, got %d", maxTTL, *r.TTL)
 		}
 	}
 	return nil
@@ -328,7 +367,7 @@ func (c *controlPlane) create(ctx context.Context, body *gen.CreateBoxRequest, f
 	if err := c.s.db.PutBox(b); err != nil {
 		_ = c.s.boxes.destroy(b.ID, nil)
 		if errors.Is(err, store.ErrNameTaken) {
-			return nil, errorf(http.StatusConflict, "a box named %q already exists", b.Name)
+			return nil, errdefs.Conflict("a box named %q already exists", b.Name)
 		}
 		return nil, err
 	}
@@ -377,8 +416,9 @@ func (c *controlPlane) deleteBox(id string) error {
 	if err != nil {
 		return err
 	}
-	c.s.inits.stop(id) // one that a racing start began
-	c.s.schedules.forgetBox(id)
+	for _, fn := range c.s.boxDeleted {
+		fn(id)
+	}
 	return nil
 }
 
@@ -398,17 +438,17 @@ func (c *controlPlane) DeleteBox(ctx context.Context, req gen.DeleteBoxRequestOb
 // in which case nothing is deleted.
 func (c *controlPlane) DeleteBoxes(ctx context.Context, req gen.DeleteBoxesRequestObject) (gen.DeleteBoxesResponseObject, error) {
 	if req.Body == nil || len(req.Body.IDs) == 0 {
-		return nil, errorf(http.StatusBadRequest, "ids must contain at least one box id")
+		return nil, errdefs.Invalid("ids must contain at least one box id")
 	}
 	var ids []string
 	for _, id := range req.Body.IDs {
 		if strings.TrimSpace(id) == "" {
-			return nil, errorf(http.StatusBadRequest, "ids must not contain blank ids")
+			return nil, errdefs.Invalid("ids must not contain blank ids")
 		}
 		b, err := c.box(id)
 		if err != nil {
 			if statusOf(err) == http.StatusNotFound {
-				return nil, errorf(http.StatusNotFound, "box not found: %s", id)
+				return nil, errdefs.NotFound("box not found: %s", id)
 			}
 			return nil, err
 		}
@@ -438,7 +478,7 @@ func (c *controlPlane) PauseBox(ctx context.Context, req gen.PauseBoxRequestObje
 		return nil, err
 	}
 	if b.KeepAlive {
-		return nil, errorf(http.StatusConflict, "Keep-alive boxes cannot be paused")
+		return nil, errdefs.Conflict("Keep-alive boxes cannot be paused")
 	}
 	if b.Status != "paused" {
 		if err := c.s.boxes.pause(ctx, b.ID); err != nil {
@@ -468,7 +508,7 @@ func (c *controlPlane) GetBoxLogs(ctx context.Context, req gen.GetBoxLogsRequest
 	}
 	offset, limit := deref(req.Params.Offset), deref(req.Params.Limit)
 	if offset < 0 || limit < 0 {
-		return nil, errorf(http.StatusBadRequest, "offset and limit must not be negative")
+		return nil, errdefs.Invalid("offset and limit must not be negative")
 	}
 	entries, err := c.s.db.Logs(b.ID, offset, limit)
 	if err != nil {
@@ -504,7 +544,7 @@ func (c *controlPlane) GetBoxRun(ctx context.Context, req gen.GetBoxRunRequestOb
 	}
 	r, err := c.s.db.Run(b.ID, req.RunID)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, errorf(http.StatusNotFound, "run not found")
+		return nil, errdefs.NotFound("run not found")
 	}
 	if err != nil {
 		return nil, err

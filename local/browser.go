@@ -23,6 +23,7 @@ import (
 	"github.com/upstash/box-go/local/internal/agent"
 	"github.com/upstash/box-go/local/internal/browser"
 	"github.com/upstash/box-go/local/internal/egress"
+	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/sandbox"
 	"github.com/upstash/box-go/local/internal/store"
 )
@@ -176,7 +177,7 @@ func (bs *browsers) box(id string) *boxBrowser {
 
 // noBrowser is the answer for a box created without one.
 func noBrowser(b *store.Box) error {
-	return errorf(http.StatusConflict, "box %s has no browser: create it with browser: true", b.ID)
+	return errdefs.Conflict("box %s has no browser: create it with browser: true", b.ID)
 }
 
 // ensure returns b's browser, starting the box and Chromium as needed.
@@ -185,7 +186,7 @@ func (bs *browsers) ensure(ctx context.Context, b *store.Box) (*boxBrowser, *bro
 		return nil, nil, noBrowser(b)
 	}
 	if bs.chromiumErr != nil {
-		return nil, nil, errorf(http.StatusNotImplemented, "boxd cannot run a browser here: %v", bs.chromiumErr)
+		return nil, nil, errdefs.NotImplemented("boxd cannot run a browser here: %v", bs.chromiumErr)
 	}
 	bs.mu.Lock()
 	closed := bs.closed
@@ -463,22 +464,30 @@ func baseURL(ctx context.Context, scheme string) string {
 	return scheme + "://" + host
 }
 
-// routes serves the URLs that carry a token instead of the API key (CDP
-// and live view) and the HLS segments of recordings, and passes the rest
-// to next.
-func (bs *browsers) routes(next http.Handler) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v2/box/{id}/browser/cdp/{rest...}", bs.serveCDP)
-	mux.HandleFunc("GET /v2/box/{id}/browser/live", bs.serveLive)
-	mux.HandleFunc("GET /v2/box/{id}/browser/live/ws", bs.serveLiveWS)
-	mux.Handle("GET /v2/box/{id}/browser/recordings/{rid}/segments/{name}", bs.s.authenticate(http.HandlerFunc(bs.recs.serveSegment)))
+// tokenGuard lets through to next the requests whose URL carries an
+// unexpired token of kind for the box of the path, and refuses the others
+// with 401 (a WebSocket handshake is accepted and closed with 4401, as a
+// WebSocket client cannot read the status of a refused handshake).
+func (bs *browsers) tokenGuard(kind, refusal string, next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, pattern := mux.Handler(r); pattern != "" {
-			mux.ServeHTTP(w, r)
+		if _, ok := bs.token(r, r.PathValue("id"), kind); !ok {
+			refuseToken(w, r, refusal)
 			return
 		}
-		next.ServeHTTP(w, r)
+		next(w, r)
 	})
+}
+
+// refuseToken answers a request whose URL token is not (or no longer)
+// valid.
+func refuseToken(w http.ResponseWriter, r *http.Request, msg string) {
+	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		if c, err := websocket.Accept(w, r, nil); err == nil {
+			c.Close(4401, "token expired")
+		}
+		return
+	}
+	writeError(w, http.StatusUnauthorized, msg)
 }
 
 // running returns the box of a token URL with its browser running.
@@ -503,10 +512,6 @@ func (bs *browsers) running(w http.ResponseWriter, r *http.Request, id string) (
 // start from an http URL.
 func (bs *browsers) serveCDP(w http.ResponseWriter, r *http.Request) {
 	id, rest := r.PathValue("id"), r.PathValue("rest")
-	if _, ok := bs.token(r, id, "cdp"); !ok {
-		writeError(w, http.StatusUnauthorized, "the CDP URL's token is invalid or has expired; get a new URL")
-		return
-	}
 	bb, ctl, ok := bs.running(w, r, id)
 	if !ok {
 		return

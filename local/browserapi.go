@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -14,14 +13,10 @@ import (
 
 	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/browser"
+	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/harnesses"
 	"github.com/upstash/box-go/local/internal/store"
 )
-
-func init() {
-	implement("CreateBrowserTab", "ListBrowserTabs", "CloseBrowserTab", "BrowserGoto", "GetBrowserContent",
-		"BrowserScreenshot", "BrowserExtract", "BrowserObserve", "BrowserAct", "BrowserConnect", "BrowserScreencast")
-}
 
 // Bounds of browser operations that carry no timeout of their own.
 const (
@@ -77,22 +72,21 @@ func browserError(err error, tab string) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, browser.ErrNoTab):
-		return errorf(http.StatusNotFound, "tab %s not found", tab)
+		return errdefs.NotFound("tab %s not found", tab)
 	case errors.As(err, &nav):
-		return errorf(http.StatusBadGateway, "%s", nav.Error())
+		return errdefs.Upstream("%s", nav.Error())
 	case errors.As(err, &timeout):
-		return errorf(http.StatusGatewayTimeout, "%s", timeout.Error())
+		return errdefs.UpstreamTimeout("%s", timeout.Error())
 	case errors.As(err, &unsup):
-		return errorf(http.StatusBadRequest, "%s", unsup.Error())
+		return errdefs.Invalid("%s", unsup.Error())
 	case errors.As(err, &prov):
-		return errorf(http.StatusBadGateway, "model provider %s", prov.Error())
+		return errdefs.Upstream("model provider %s", prov.Error())
 	case errors.Is(err, browser.ErrClosed):
-		return errorf(http.StatusServiceUnavailable, "the box's browser stopped; try again")
+		return errdefs.Unavailable("the box's browser stopped; try again")
 	case errors.Is(err, context.DeadlineExceeded):
-		return errorf(http.StatusGatewayTimeout, "the browser did not answer in time")
+		return errdefs.UpstreamTimeout("the browser did not answer in time")
 	}
-	var ae *apiError
-	if errors.As(err, &ae) {
+	if errdefs.Of(err) != nil {
 		return err
 	}
 	return fmt.Errorf("browser: %w", err)
@@ -100,18 +94,18 @@ func browserError(err error, tab string) error {
 
 func needTab(tab string) error {
 	if strings.TrimSpace(tab) == "" {
-		return errorf(http.StatusBadRequest, "tab is required")
+		return errdefs.Invalid("tab is required")
 	}
 	return nil
 }
 
 func needURL(raw string) error {
 	if strings.TrimSpace(raw) == "" {
-		return errorf(http.StatusBadRequest, "url is required")
+		return errdefs.Invalid("url is required")
 	}
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme == "" {
-		return errorf(http.StatusBadRequest, "url %q is not an absolute URL", raw)
+		return errdefs.Invalid("url %q is not an absolute URL", raw)
 	}
 	return nil
 }
@@ -126,7 +120,7 @@ func contentOf(c *browser.Content) gen.BrowserContent {
 
 func (c *controlPlane) CreateBrowserTab(ctx context.Context, req gen.CreateBrowserTabRequestObject) (gen.CreateBrowserTabResponseObject, error) {
 	if req.Body == nil {
-		return nil, errorf(http.StatusBadRequest, "request body is required")
+		return nil, errdefs.Invalid("request body is required")
 	}
 	u := req.Body.URL
 	if u == "" {
@@ -136,12 +130,12 @@ func (c *controlPlane) CreateBrowserTab(ctx context.Context, req gen.CreateBrows
 	}
 	wait := string(derefOr(req.Body.WaitUntil, gen.CreateBrowserTabRequestWaitUntilLoad))
 	if wait != browser.WaitLoad && wait != browser.WaitDOMContentLoaded && wait != browser.WaitNetworkIdle {
-		return nil, errorf(http.StatusBadRequest, "wait_until must be load, domcontentloaded or networkidle, not %q", wait)
+		return nil, errdefs.Invalid("wait_until must be load, domcontentloaded or networkidle, not %q", wait)
 	}
 	timeout := defaultNavWait
 	if req.Body.Timeout != nil {
 		if *req.Body.Timeout < 0 {
-			return nil, errorf(http.StatusBadRequest, "timeout must not be negative")
+			return nil, errdefs.Invalid("timeout must not be negative")
 		}
 		timeout = time.Duration(*req.Body.Timeout) * time.Millisecond
 	}
@@ -199,7 +193,7 @@ func (c *controlPlane) CloseBrowserTab(ctx context.Context, req gen.CloseBrowser
 
 func (c *controlPlane) BrowserGoto(ctx context.Context, req gen.BrowserGotoRequestObject) (gen.BrowserGotoResponseObject, error) {
 	if req.Body == nil {
-		return nil, errorf(http.StatusBadRequest, "request body is required")
+		return nil, errdefs.Invalid("request body is required")
 	}
 	if err := needTab(req.Body.Tab); err != nil {
 		return nil, err
@@ -240,7 +234,7 @@ func (c *controlPlane) BrowserScreenshot(ctx context.Context, req gen.BrowserScr
 		return nil, err
 	}
 	if e := req.Params.Encoding; e != nil && *e != gen.BrowserScreenshotParamsEncodingBase64 {
-		return nil, errorf(http.StatusBadRequest, "encoding must be base64")
+		return nil, errdefs.Invalid("encoding must be base64")
 	}
 	ctx, cancel := context.WithTimeout(ctx, pageOpTimeout)
 	defer cancel()
@@ -288,7 +282,7 @@ func (c *controlPlane) BrowserScreencast(ctx context.Context, req gen.BrowserScr
 			found = found || t.ID == tab
 		}
 		if !found {
-			return nil, errorf(http.StatusNotFound, "tab %s not found", tab)
+			return nil, errdefs.NotFound("tab %s not found", tab)
 		}
 	}
 	tok := c.s.browsers.mint(b.ID, "live", tab, liveTokenTTL)
@@ -338,7 +332,7 @@ func splitModel(model string) (string, string, error) {
 		if _, known := modelProviders[p]; known && id != "" {
 			return p, id, nil
 		}
-		return "", "", errorf(http.StatusBadRequest, "model %q: boxd's browser reaches anthropic/, openai/, openrouter/ and vercel/ models", model)
+		return "", "", errdefs.Invalid("model %q: boxd's browser reaches anthropic/, openai/, openrouter/ and vercel/ models", model)
 	}
 	switch {
 	case strings.HasPrefix(model, "claude"):
@@ -346,7 +340,7 @@ func splitModel(model string) (string, string, error) {
 	case strings.HasPrefix(model, "gpt") || strings.HasPrefix(model, "o1") || strings.HasPrefix(model, "o3") || strings.HasPrefix(model, "o4"):
 		return "openai", model, nil
 	}
-	return "", "", errorf(http.StatusBadRequest, "model %q: name it with its provider, e.g. anthropic/claude-sonnet-4-5", model)
+	return "", "", errdefs.Invalid("model %q: name it with its provider, e.g. anthropic/claude-sonnet-4-5", model)
 }
 
 // provider returns the provider and model id of an AI operation on b: the
@@ -383,7 +377,7 @@ func (bs *browsers) provider(b *store.Box, requested *string) (browser.Provider,
 		key = b.EnvVars[mp.envKey]
 	}
 	if key == "" {
-		return nil, "", errorf(http.StatusBadRequest,
+		return nil, "", errdefs.Invalid(
 			"no API key for %s (model %s): create the box with agent_api_key set to a %s key, or set %s in the box's env",
 			name, model, name, mp.envKey)
 	}
@@ -411,16 +405,16 @@ func keyProvider(key string) string {
 func (c *controlPlane) BrowserExtract(ctx context.Context, req gen.BrowserExtractRequestObject) (gen.BrowserExtractResponseObject, error) {
 	body := req.Body
 	if body == nil {
-		return nil, errorf(http.StatusBadRequest, "request body is required")
+		return nil, errdefs.Invalid("request body is required")
 	}
 	if err := needTab(body.Tab); err != nil {
 		return nil, err
 	}
 	if strings.TrimSpace(body.Instruction) == "" {
-		return nil, errorf(http.StatusBadRequest, "instruction is required")
+		return nil, errdefs.Invalid("instruction is required")
 	}
 	if body.Schema == nil {
-		return nil, errorf(http.StatusBadRequest, "schema is required")
+		return nil, errdefs.Invalid("schema is required")
 	}
 	sch, err := compileSchema(body.Schema)
 	if err != nil {
@@ -454,13 +448,13 @@ func (c *controlPlane) BrowserExtract(ctx context.Context, req gen.BrowserExtrac
 func (c *controlPlane) BrowserObserve(ctx context.Context, req gen.BrowserObserveRequestObject) (gen.BrowserObserveResponseObject, error) {
 	body := req.Body
 	if body == nil {
-		return nil, errorf(http.StatusBadRequest, "request body is required")
+		return nil, errdefs.Invalid("request body is required")
 	}
 	if err := needTab(body.Tab); err != nil {
 		return nil, err
 	}
 	if strings.TrimSpace(body.Instruction) == "" {
-		return nil, errorf(http.StatusBadRequest, "instruction is required")
+		return nil, errdefs.Invalid("instruction is required")
 	}
 	ctx, cancel := context.WithTimeout(ctx, aiOpTimeout)
 	defer cancel()
@@ -511,7 +505,7 @@ func wireAction(a browser.Action) gen.BrowserAction {
 func (c *controlPlane) BrowserAct(ctx context.Context, req gen.BrowserActRequestObject) (gen.BrowserActResponseObject, error) {
 	body := req.Body
 	if body == nil {
-		return nil, errorf(http.StatusBadRequest, "request body is required")
+		return nil, errdefs.Invalid("request body is required")
 	}
 	if err := needTab(body.Tab); err != nil {
 		return nil, err
@@ -519,12 +513,12 @@ func (c *controlPlane) BrowserAct(ctx context.Context, req gen.BrowserActRequest
 	instruction := strings.TrimSpace(deref(body.Instruction))
 	switch {
 	case body.Action != nil && instruction != "":
-		return nil, errorf(http.StatusBadRequest, "send either instruction or action, not both")
+		return nil, errdefs.Invalid("send either instruction or action, not both")
 	case body.Action == nil && instruction == "":
-		return nil, errorf(http.StatusBadRequest, "instruction or action is required")
+		return nil, errdefs.Invalid("instruction or action is required")
 	case body.Action != nil:
 		if err := browser.CheckAction(actionOf(body.Action)); err != nil {
-			return nil, errorf(http.StatusBadRequest, "action: %v", err)
+			return nil, errdefs.Invalid("action: %v", err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, aiOpTimeout)

@@ -64,10 +64,6 @@ var liveViewPage = template.Must(template.New("live").Parse(`<!doctype html>
 // serveLive serves the live view page.
 func (bs *browsers) serveLive(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if _, ok := bs.token(r, id, "live"); !ok {
-		writeError(w, http.StatusUnauthorized, "the live view URL's token is invalid or has expired; get a new URL")
-		return
-	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Referrer-Policy", "no-referrer")
@@ -78,13 +74,8 @@ func (bs *browsers) serveLive(w http.ResponseWriter, r *http.Request) {
 func (bs *browsers) serveLiveWS(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	tok, ok := bs.token(r, id, "live")
-	if !ok {
-		// A WebSocket client cannot read the status of a refused
-		// handshake; an accepted socket closed with 4401 says why.
-		c, err := websocket.Accept(w, r, nil)
-		if err == nil {
-			c.Close(4401, "token expired")
-		}
+	if !ok { // expired since the route's guard let it through
+		refuseToken(w, r, "")
 		return
 	}
 	_, ctl, ok := bs.running(w, r, id)

@@ -3,33 +3,27 @@ package local
 import (
 	"context"
 	"errors"
-	"net/http"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/upstash/box-go/gen"
+	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/store"
 )
-
-func init() {
-	implement("AddLabel", "RemoveLabel", "AddSkill", "RemoveSkill",
-		"ListEnv", "SetAllEnv", "SetEnv", "DeleteEnv",
-		"GetInitCommand", "SetInitCommand", "DeleteInitCommand")
-}
 
 // Labels.
 
 func (c *controlPlane) AddLabel(ctx context.Context, req gen.AddLabelRequestObject) (gen.AddLabelResponseObject, error) {
 	if req.Body == nil {
-		return nil, errorf(http.StatusBadRequest, "label is required")
+		return nil, errdefs.Invalid("label is required")
 	}
 	label := req.Body.Label
 	var labels []string
 	err := c.s.updateBox(req.ID, func(b *store.Box) error {
 		if slices.Contains(b.Labels, label) {
-			return errorf(http.StatusConflict, "Label already added")
+			return errdefs.Conflict("Label already added")
 		}
 		next := append(slices.Clone(b.Labels), label)
 		if err := validateLabels(next); err != nil {
@@ -50,7 +44,7 @@ func (c *controlPlane) RemoveLabel(ctx context.Context, req gen.RemoveLabelReque
 	err := c.s.updateBox(req.ID, func(b *store.Box) error {
 		i := slices.Index(b.Labels, req.Label)
 		if i < 0 {
-			return errorf(http.StatusNotFound, "Label not found")
+			return errdefs.NotFound("Label not found")
 		}
 		b.Labels = slices.Delete(slices.Clone(b.Labels), i, i+1)
 		labels = append(labels, b.Labels...)
@@ -65,7 +59,7 @@ func (c *controlPlane) RemoveLabel(ctx context.Context, req gen.RemoveLabelReque
 // notFoundAsBox turns the store's not-found into the API's box not found.
 func notFoundAsBox(err error) error {
 	if errors.Is(err, store.ErrNotFound) {
-		return errorf(http.StatusNotFound, "box not found")
+		return errdefs.NotFound("box not found")
 	}
 	return err
 }
@@ -77,11 +71,11 @@ var skillRE = regexp.MustCompile(`^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+/[A-Za-z0-9._-
 
 func (c *controlPlane) AddSkill(ctx context.Context, req gen.AddSkillRequestObject) (gen.AddSkillResponseObject, error) {
 	if req.Body == nil || !skillRE.MatchString(req.Body.SkillID) {
-		return nil, errorf(http.StatusBadRequest, "Invalid skill_id format")
+		return nil, errdefs.Invalid("Invalid skill_id format")
 	}
 	err := c.s.updateBox(req.ID, func(b *store.Box) error {
 		if slices.Contains(b.Skills, req.Body.SkillID) {
-			return errorf(http.StatusConflict, "Skill already enabled")
+			return errdefs.Conflict("Skill already enabled")
 		}
 		b.Skills = append(slices.Clone(b.Skills), req.Body.SkillID)
 		return nil
@@ -97,7 +91,7 @@ func (c *controlPlane) RemoveSkill(ctx context.Context, req gen.RemoveSkillReque
 	err := c.s.updateBox(req.ID, func(b *store.Box) error {
 		i := slices.Index(b.Skills, id)
 		if i < 0 {
-			return errorf(http.StatusNotFound, "Skill not found")
+			return errdefs.NotFound("Skill not found")
 		}
 		b.Skills = slices.Delete(slices.Clone(b.Skills), i, i+1)
 		return nil
@@ -150,10 +144,10 @@ func validateEnv(env map[string]string) error {
 	sort.Strings(keys)
 	for _, k := range keys {
 		if !envKey.MatchString(k) {
-			return errorf(http.StatusBadRequest, "%q is not a valid environment variable name", k)
+			return errdefs.Invalid("%q is not a valid environment variable name", k)
 		}
 		if strings.IndexByte(env[k], 0) >= 0 {
-			return errorf(http.StatusBadRequest, "the value of %s contains a NUL byte", k)
+			return errdefs.Invalid("the value of %s contains a NUL byte", k)
 		}
 	}
 	return nil
@@ -161,7 +155,7 @@ func validateEnv(env map[string]string) error {
 
 func (c *controlPlane) SetAllEnv(ctx context.Context, req gen.SetAllEnvRequestObject) (gen.SetAllEnvResponseObject, error) {
 	if req.Body == nil {
-		return nil, errorf(http.StatusBadRequest, "env_vars is required")
+		return nil, errdefs.Invalid("env_vars is required")
 	}
 	if err := validateEnv(req.Body.EnvVars); err != nil {
 		return nil, err
@@ -174,7 +168,7 @@ func (c *controlPlane) SetAllEnv(ctx context.Context, req gen.SetAllEnvRequestOb
 
 func (c *controlPlane) SetEnv(ctx context.Context, req gen.SetEnvRequestObject) (gen.SetEnvResponseObject, error) {
 	if req.Body == nil {
-		return nil, errorf(http.StatusBadRequest, "value is required")
+		return nil, errdefs.Invalid("value is required")
 	}
 	if err := validateEnv(map[string]string{req.Key: req.Body.Value}); err != nil {
 		return nil, err
@@ -191,7 +185,7 @@ func (c *controlPlane) SetEnv(ctx context.Context, req gen.SetEnvRequestObject) 
 func (c *controlPlane) DeleteEnv(ctx context.Context, req gen.DeleteEnvRequestObject) (gen.DeleteEnvResponseObject, error) {
 	err := c.s.db.UpdateAccountEnv(func(env map[string]string) error {
 		if _, ok := env[req.Key]; !ok {
-			return errorf(http.StatusNotFound, "not found")
+			return errdefs.NotFound("not found")
 		}
 		delete(env, req.Key)
 		return nil
@@ -216,7 +210,7 @@ func (c *controlPlane) GetInitCommand(ctx context.Context, req gen.GetInitComman
 
 func (c *controlPlane) SetInitCommand(ctx context.Context, req gen.SetInitCommandRequestObject) (gen.SetInitCommandResponseObject, error) {
 	if req.Body == nil || strings.TrimSpace(req.Body.InitCommand) == "" {
-		return nil, errorf(http.StatusBadRequest, "initCommand is required")
+		return nil, errdefs.Invalid("initCommand is required")
 	}
 	if err := validateInitCommand(req.Body.InitCommand); err != nil {
 		return nil, err
@@ -253,7 +247,7 @@ func (c *controlPlane) DeleteInitCommand(ctx context.Context, req gen.DeleteInit
 // validateInitCommand checks an init command's length.
 func validateInitCommand(cmd string) error {
 	if len(cmd) > maxInitCommand {
-		return errorf(http.StatusBadRequest, "init_command is %d bytes long; at most %d (64 KiB) are allowed", len(cmd), maxInitCommand)
+		return errdefs.Invalid("init_command is %d bytes long; at most %d (64 KiB) are allowed", len(cmd), maxInitCommand)
 	}
 	return nil
 }

@@ -3,8 +3,9 @@ package local
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"syscall"
+
+	"github.com/upstash/box-go/local/internal/errdefs"
 )
 
 // DefaultMinFreeDisk is the free space boxd keeps on its data directory's
@@ -42,7 +43,7 @@ func (s *Server) needDisk(what string) error {
 		return fmt.Errorf("free disk space: %w", err)
 	}
 	if free < keep {
-		return errorf(http.StatusInsufficientStorage, "cannot %s: boxd's data directory has %s free, less than the %s it keeps free; delete boxes, snapshots or images (boxd -prune-images)", what, bytesText(free), bytesText(keep))
+		return errdefs.NoSpace("cannot %s: boxd's data directory has %s free, less than the %s it keeps free; delete boxes, snapshots or images (boxd -prune-images)", what, bytesText(free), bytesText(keep))
 	}
 	return nil
 }

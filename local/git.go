@@ -28,14 +28,10 @@ import (
 
 	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/agent"
+	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/sandbox"
 	"github.com/upstash/box-go/local/internal/store"
 )
-
-func init() {
-	implement("GitClone", "GitStatus", "GitDiff", "GitCommit", "GitPush", "GitCheckout",
-		"GitCreatePR", "GitCreateIssue", "GitExec", "UpdateGitConfig", "UpdateGitConfigLegacy")
-}
 
 // The identity commits get when neither the request, the box nor the
 // box's git configuration names one.
@@ -91,9 +87,9 @@ func (s *Server) resolveRepo(repo string) (string, error) {
 	web, _ := s.githubURLs()
 	switch {
 	case repo == "":
-		return "", errorf(http.StatusBadRequest, "repo is required")
+		return "", errdefs.Invalid("repo is required")
 	case strings.HasPrefix(repo, "-") || strings.ContainsAny(repo, " \t\r\n\x00"):
-		return "", errorf(http.StatusBadRequest, "repo %q is not a repository URL or owner/repo", repo)
+		return "", errdefs.Invalid("repo %q is not a repository URL or owner/repo", repo)
 	case strings.Contains(repo, "://"), scpLike.MatchString(repo):
 		return repo, nil
 	case ownerRepo.MatchString(repo):
@@ -107,7 +103,7 @@ func (s *Server) resolveRepo(repo string) (string, error) {
 			return "https://" + m[1] + "/" + m[2], nil
 		}
 	}
-	return "", errorf(http.StatusBadRequest, "repo %q is not a repository URL (https://github.com/owner/repo), host/owner/repo or owner/repo", repo)
+	return "", errdefs.Invalid("repo %q is not a repository URL (https://github.com/owner/repo), host/owner/repo or owner/repo", repo)
 }
 
 // secrets are texts that never leave boxd: a token and its encodings.
@@ -163,7 +159,7 @@ func (c *controlPlane) gitBox(ctx context.Context, id string, folder *string) (*
 		return nil, err
 	}
 	if b.Ephemeral {
-		return nil, errorf(http.StatusBadRequest, "ephemeral boxes have no git: use a box without a TTL")
+		return nil, errdefs.Invalid("ephemeral boxes have no git: use a box without a TTL")
 	}
 	rt, err := c.s.boxes.ensureRunning(ctx, b)
 	if err != nil {
@@ -250,11 +246,7 @@ func (g *gitBox) git(ctx context.Context, o gitOpts, args ...string) (gitResult,
 	p, err := g.rt.agent.Process(ctx, agent.ProcessRequest{Argv: append([]string{"git"}, args...), Folder: g.folder, Env: env, Stdin: o.stdin, MergeStderr: o.merge})
 	var ae *agent.Error
 	if errors.As(err, &ae) {
-		status := ae.Status
-		if status < 400 || status > 499 {
-			status = http.StatusInternalServerError
-		}
-		return res, errorf(status, "%s", g.secret.scrub(ae.Message))
+		return res, agentFailure(ae.Status, g.secret.scrub(ae.Message))
 	}
 	if err != nil {
 		return res, err
@@ -277,7 +269,7 @@ func (g *gitBox) git(ctx context.Context, o gitOpts, args ...string) (gitResult,
 	st, err := p.Wait()
 	switch {
 	case errors.As(err, &ae):
-		return res, errorf(http.StatusFailedDependency, "cannot run git in the box: %s", g.secret.scrub(ae.Message))
+		return res, errdefs.MissingDependency("cannot run git in the box: %s", g.secret.scrub(ae.Message))
 	case errors.Is(err, agent.ErrExitUnknown):
 		return res, errors.New("git's outcome was lost")
 	case err != nil:
@@ -298,9 +290,9 @@ func notRepo(r gitResult) bool {
 // git said, naming the folder when it is not a repository.
 func (g *gitBox) failed(op string, r gitResult) error {
 	if notRepo(r) {
-		return errorf(http.StatusBadRequest, "git %s: %s is not in a git repository", op, g.dir())
+		return errdefs.Invalid("git %s: %s is not in a git repository", op, g.dir())
 	}
-	return errorf(http.StatusBadRequest, "git %s failed (exit %d): %s%s", op, r.code, r.msg(), authHint(r.msg()))
+	return errdefs.Invalid("git %s failed (exit %d): %s%s", op, r.code, r.msg(), authHint(r.msg()))
 }
 
 // authHint explains a failure that looks like missing or refused
@@ -317,7 +309,7 @@ func authHint(msg string) string {
 // checkArg refuses a branch or directory that git would read as an option.
 func checkArg(what, v string) error {
 	if strings.HasPrefix(v, "-") || strings.ContainsAny(v, "\x00\r\n") {
-		return errorf(http.StatusBadRequest, "%s %q is not valid", what, v)
+		return errdefs.Invalid("%s %q is not valid", what, v)
 	}
 	return nil
 }
@@ -354,7 +346,7 @@ func (g *gitBox) cloneInside(ctx context.Context, repoURL string) (bool, error) 
 		// refuses the latter itself).
 		return false, nil
 	case errors.As(err, &ae):
-		return false, errorf(http.StatusBadRequest, "git clone: cannot look into %s: %s", dir, ae.Message)
+		return false, errdefs.Invalid("git clone: cannot look into %s: %s", dir, ae.Message)
 	case err != nil:
 		return false, err
 	}
@@ -395,7 +387,7 @@ func sameRepo(a, b string) bool {
 func (c *controlPlane) GitClone(ctx context.Context, req gen.GitCloneRequestObject) (gen.GitCloneResponseObject, error) {
 	body := req.Body
 	if body == nil {
-		return nil, errorf(http.StatusBadRequest, "a JSON body with repo is required")
+		return nil, errdefs.Invalid("a JSON body with repo is required")
 	}
 	repoURL, err := c.s.resolveRepo(strings.TrimSpace(body.Repo))
 	if err != nil {
@@ -404,7 +396,7 @@ func (c *controlPlane) GitClone(ctx context.Context, req gen.GitCloneRequestObje
 	args := []string{"clone", "--quiet"}
 	if d := body.Depth; d != nil {
 		if *d < 1 {
-			return nil, errorf(http.StatusBadRequest, "depth must be at least 1, got %d", *d)
+			return nil, errdefs.Invalid("depth must be at least 1, got %d", *d)
 		}
 		args = append(args, "--depth", strconv.Itoa(*d))
 	}
@@ -422,7 +414,7 @@ func (c *controlPlane) GitClone(ctx context.Context, req gen.GitCloneRequestObje
 		}
 	}
 	if strings.ContainsAny(folder, "\x00\r\n") {
-		return nil, errorf(http.StatusBadRequest, "folder %q is not valid", folder)
+		return nil, errdefs.Invalid("folder %q is not valid", folder)
 	}
 	g, err := c.gitBox(ctx, req.ID, body.Folder)
 	if err != nil {
@@ -455,13 +447,13 @@ func (c *controlPlane) GitClone(ctx context.Context, req gen.GitCloneRequestObje
 		msg := r.msg()
 		switch {
 		case strings.Contains(msg, "already exists and is not an empty directory"):
-			return nil, errorf(http.StatusConflict, "git clone %s: %s", shown, msg)
+			return nil, errdefs.Conflict("git clone %s: %s", shown, msg)
 		case strings.Contains(msg, "Remote branch"):
-			return nil, errorf(http.StatusBadRequest, "git clone %s: branch %s not found: %s", shown, deref(body.Branch), msg)
+			return nil, errdefs.Invalid("git clone %s: branch %s not found: %s", shown, deref(body.Branch), msg)
 		case strings.Contains(msg, "not found") || strings.Contains(msg, "does not appear to be a git repository"):
-			return nil, errorf(http.StatusBadRequest, "git clone %s: repository not found, or the token cannot read it: %s", shown, msg)
+			return nil, errdefs.Invalid("git clone %s: repository not found, or the token cannot read it: %s", shown, msg)
 		}
-		return nil, errorf(http.StatusBadRequest, "git clone %s failed: %s%s", shown, msg, authHint(msg))
+		return nil, errdefs.Invalid("git clone %s failed: %s%s", shown, msg, authHint(msg))
 	}
 	// The box remembers a clone's token for its later pushes and pull
 	// requests, as if it had been given at create.
@@ -568,10 +560,10 @@ func (g *gitBox) identity(ctx context.Context, name, email string) (string, stri
 func (c *controlPlane) GitCommit(ctx context.Context, req gen.GitCommitRequestObject) (gen.GitCommitResponseObject, error) {
 	body := req.Body
 	if body == nil || strings.TrimSpace(body.Message) == "" {
-		return nil, errorf(http.StatusBadRequest, "message is required")
+		return nil, errdefs.Invalid("message is required")
 	}
 	if strings.ContainsAny(deref(body.AuthorName)+deref(body.AuthorEmail), "\x00\r\n<>") {
-		return nil, errorf(http.StatusBadRequest, "author_name and author_email must be one line without < or >")
+		return nil, errdefs.Invalid("author_name and author_email must be one line without < or >")
 	}
 	g, err := c.gitBox(ctx, req.ID, body.Folder)
 	if err != nil {
@@ -595,7 +587,7 @@ func (c *controlPlane) GitCommit(ctx context.Context, req gen.GitCommitRequestOb
 	}
 	if r.code != 0 {
 		if all := r.out + r.stderr; strings.Contains(all, "nothing to commit") || strings.Contains(all, "nothing added to commit") {
-			return nil, errorf(http.StatusConflict, "nothing to commit: the working tree of %s is clean", g.dir())
+			return nil, errdefs.Conflict("nothing to commit: the working tree of %s is clean", g.dir())
 		}
 		return nil, g.failed("commit", r)
 	}
@@ -620,7 +612,7 @@ func (g *gitBox) currentBranch(ctx context.Context) (string, error) {
 	}
 	br := strings.TrimSpace(r.out)
 	if br == "HEAD" {
-		return "", errorf(http.StatusBadRequest, "HEAD is detached in %s: check out a branch first", g.dir())
+		return "", errdefs.Invalid("HEAD is detached in %s: check out a branch first", g.dir())
 	}
 	return br, nil
 }
@@ -655,11 +647,11 @@ func (c *controlPlane) GitPush(ctx context.Context, req gen.GitPushRequestObject
 		case notRepo(r):
 			return nil, g.failed("push", r)
 		case strings.Contains(msg, "[rejected]") || strings.Contains(msg, "non-fast-forward") || strings.Contains(msg, "fetch first"):
-			return nil, errorf(http.StatusConflict, "push of %s rejected: the remote branch has commits this one does not have (non-fast-forward); pull or rebase, then push again: %s", branch, msg)
+			return nil, errdefs.Conflict("push of %s rejected: the remote branch has commits this one does not have (non-fast-forward); pull or rebase, then push again: %s", branch, msg)
 		case strings.Contains(msg, "src refspec"):
-			return nil, errorf(http.StatusBadRequest, "push: there is no local branch %q: %s", branch, msg)
+			return nil, errdefs.Invalid("push: there is no local branch %q: %s", branch, msg)
 		}
-		return nil, errorf(http.StatusBadRequest, "git push origin %s failed: %s%s", branch, msg, authHint(msg))
+		return nil, errdefs.Invalid("git push origin %s failed: %s%s", branch, msg, authHint(msg))
 	}
 	c.s.logf(g.b.ID, "info", "system", "git: pushed "+branch)
 	return gen.GitPush200JSONResponse(message("Pushed " + branch)), nil
@@ -672,7 +664,7 @@ func (c *controlPlane) GitPush(ctx context.Context, req gen.GitPushRequestObject
 // answer is 409 and nothing changes.
 func (c *controlPlane) GitCheckout(ctx context.Context, req gen.GitCheckoutRequestObject) (gen.GitCheckoutResponseObject, error) {
 	if req.Body == nil || strings.TrimSpace(req.Body.Branch) == "" {
-		return nil, errorf(http.StatusBadRequest, "branch is required")
+		return nil, errdefs.Invalid("branch is required")
 	}
 	branch := req.Body.Branch
 	if err := checkArg("branch", branch); err != nil {
@@ -691,7 +683,7 @@ func (c *controlPlane) GitCheckout(ctx context.Context, req gen.GitCheckoutReque
 	}
 	if r.code != 0 {
 		if strings.Contains(r.stderr, "would be overwritten") {
-			return nil, errorf(http.StatusConflict, "checkout %s: local changes would be overwritten; commit them first: %s", branch, r.msg())
+			return nil, errdefs.Conflict("checkout %s: local changes would be overwritten; commit them first: %s", branch, r.msg())
 		}
 		return nil, g.failed("checkout "+branch, r)
 	}
@@ -703,7 +695,7 @@ func (c *controlPlane) GitCheckout(ctx context.Context, req gen.GitCheckoutReque
 // ls-remote reach private repositories.
 func (c *controlPlane) GitExec(ctx context.Context, req gen.GitExecRequestObject) (gen.GitExecResponseObject, error) {
 	if req.Body == nil || len(req.Body.Args) == 0 {
-		return nil, errorf(http.StatusBadRequest, "args is required: git's arguments, without the leading git")
+		return nil, errdefs.Invalid("args is required: git's arguments, without the leading git")
 	}
 	g, err := c.gitBox(ctx, req.ID, req.Body.Folder)
 	if err != nil {
@@ -745,10 +737,10 @@ func (c *controlPlane) updateGitConfig(ctx context.Context, id string, body *gen
 		name, email = deref(body.GitUserName), deref(body.GitUserEmail)
 	}
 	if name == "" && email == "" {
-		return gen.GitConfig{}, errorf(http.StatusBadRequest, "git_user_name or git_user_email is required")
+		return gen.GitConfig{}, errdefs.Invalid("git_user_name or git_user_email is required")
 	}
 	if strings.ContainsAny(name+email, "\x00\r\n") {
-		return gen.GitConfig{}, errorf(http.StatusBadRequest, "git_user_name and git_user_email must be one line")
+		return gen.GitConfig{}, errdefs.Invalid("git_user_name and git_user_email must be one line")
 	}
 	g, err := c.gitBox(ctx, id, nil)
 	if err != nil {
@@ -781,4 +773,25 @@ func (c *controlPlane) updateGitConfig(ctx context.Context, id string, body *gen
 		return gen.GitConfig{}, err
 	}
 	return gen.GitConfig{GitUserName: ptr(out.GitUserName), GitUserEmail: ptr(out.GitUserEmail)}, nil
+}
+
+// agentFailure is the error for an agent's answer of status with message
+// msg: a refusal of the request keeps its kind; anything else is the
+// agent's own failure, which the API answers 500.
+func agentFailure(status int, msg string) error {
+	switch {
+	case status == http.StatusNotFound:
+		return errdefs.NotFound("%s", msg)
+	case status == http.StatusForbidden:
+		return errdefs.Permission("%s", msg)
+	case status == http.StatusConflict:
+		return errdefs.Conflict("%s", msg)
+	case status == http.StatusRequestEntityTooLarge:
+		return errdefs.TooLarge("%s", msg)
+	case status == http.StatusInsufficientStorage:
+		return errdefs.NoSpace("%s", msg)
+	case status >= 400 && status < 500:
+		return errdefs.Invalid("%s", msg)
+	}
+	return errors.New(msg)
 }

@@ -39,6 +39,7 @@ import (
 
 	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/agent"
+	"github.com/upstash/box-go/local/internal/errdefs"
 )
 
 // Attachment limits.
@@ -138,9 +139,9 @@ func (gh *ghClient) do(ctx context.Context, method, p string, in, out any) error
 func apiErr(err error, hint string) error {
 	var ge *ghError
 	if errors.As(err, &ge) && ge.status < 500 {
-		return errorf(http.StatusBadRequest, "%s%s", ge.Error(), hint)
+		return errdefs.Invalid("%s%s", ge.Error(), hint)
 	}
-	return errorf(http.StatusBadGateway, "%s", err.Error())
+	return errdefs.Upstream("%s", err.Error())
 }
 
 // repoRef is a repository on GitHub.
@@ -178,7 +179,7 @@ func parseRemote(remote string) (host string, repo repoRef, ok bool) {
 func (g *gitBox) github(ctx context.Context, what string) (*ghClient, repoRef, func(), error) {
 	var repo repoRef
 	if g.token == "" {
-		return nil, repo, nil, errorf(http.StatusBadRequest, "creating %s needs a GitHub token: give the box one at create (git.token), or with a clone (github_token)", what)
+		return nil, repo, nil, errdefs.Invalid("creating %s needs a GitHub token: give the box one at create (git.token), or with a clone (github_token)", what)
 	}
 	r, err := g.git(ctx, gitOpts{}, "remote", "get-url", "origin")
 	if err != nil {
@@ -188,14 +189,14 @@ func (g *gitBox) github(ctx context.Context, what string) (*ghClient, repoRef, f
 		if notRepo(r) {
 			return nil, repo, nil, g.failed("remote", r)
 		}
-		return nil, repo, nil, errorf(http.StatusBadRequest, "creating %s: the repository in %s has no remote named origin", what, g.dir())
+		return nil, repo, nil, errdefs.Invalid("creating %s: the repository in %s has no remote named origin", what, g.dir())
 	}
 	remote := strings.TrimSpace(r.out)
 	host, repo, ok := parseRemote(remote)
 	web, api := g.s.githubURLs()
 	wu, _ := url.Parse(web)
 	if !ok || wu == nil || !strings.EqualFold(host, wu.Hostname()) {
-		return nil, repo, nil, errorf(http.StatusBadRequest, "creating %s: origin (%s) is not a repository on %s", what, g.secret.scrub(remote), web)
+		return nil, repo, nil, errdefs.Invalid("creating %s: origin (%s) is not a repository on %s", what, g.secret.scrub(remote), web)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	gh := &ghClient{api: api, token: g.token, hc: &http.Client{Transport: tr, Timeout: 2 * time.Minute}, secret: g.secret}
@@ -216,14 +217,14 @@ type ghAttachment struct {
 // relative to the folder) from the box, through its agent.
 func (g *gitBox) readAttachments(ctx context.Context, attach []string) ([]*ghAttachment, error) {
 	if len(attach) > maxIssueAttachments {
-		return nil, errorf(http.StatusBadRequest, "at most %d attachments, got %d", maxIssueAttachments, len(attach))
+		return nil, errdefs.Invalid("at most %d attachments, got %d", maxIssueAttachments, len(attach))
 	}
 	var out []*ghAttachment
 	for _, spec := range attach {
 		p, alt, _ := strings.Cut(spec, "#")
 		p = strings.TrimSpace(p)
 		if p == "" {
-			return nil, errorf(http.StatusBadRequest, "attachment %q has no path", spec)
+			return nil, errdefs.Invalid("attachment %q has no path", spec)
 		}
 		a := &ghAttachment{spec: spec, abs: g.abs(p), alt: strings.TrimSpace(alt)}
 		data, err := g.readFile(ctx, a.abs)
@@ -252,12 +253,12 @@ func (g *gitBox) readFile(ctx context.Context, abs string) ([]byte, error) {
 	var ae *agent.Error
 	switch {
 	case errors.Is(err, agent.ErrTooLarge):
-		return nil, errorf(http.StatusRequestEntityTooLarge, "attachment %s is larger than %d bytes", abs, maxAttachmentBytes)
+		return nil, errdefs.TooLarge("attachment %s is larger than %d bytes", abs, maxAttachmentBytes)
 	case errors.As(err, &ae) && ae.Status >= 500:
 		// The agent failed, not the request.
-		return nil, errorf(http.StatusBadGateway, "attachment %s cannot be read: %s", abs, ae.Message)
+		return nil, errdefs.Upstream("attachment %s cannot be read: %s", abs, ae.Message)
 	case errors.As(err, &ae):
-		return nil, errorf(http.StatusBadRequest, "attachment %s cannot be read: %s", abs, ae.Message)
+		return nil, errdefs.Invalid("attachment %s cannot be read: %s", abs, ae.Message)
 	case err != nil:
 		return nil, fmt.Errorf("reading attachment %s: %w", abs, err)
 	}
@@ -465,7 +466,7 @@ func warning(problems []string) *string {
 func (c *controlPlane) GitCreatePR(ctx context.Context, req gen.GitCreatePRRequestObject) (gen.GitCreatePRResponseObject, error) {
 	body := req.Body
 	if body == nil || strings.TrimSpace(body.Title) == "" {
-		return nil, errorf(http.StatusBadRequest, "title is required")
+		return nil, errdefs.Invalid("title is required")
 	}
 	base := deref(body.Base)
 	g, err := c.gitBox(ctx, req.ID, body.Folder)
@@ -488,7 +489,7 @@ func (c *controlPlane) GitCreatePR(ctx context.Context, req gen.GitCreatePRReque
 		return nil, err
 	}
 	if r.code == 2 {
-		return nil, errorf(http.StatusBadRequest, "the branch %s is not on origin: push it first", head)
+		return nil, errdefs.Invalid("the branch %s is not on origin: push it first", head)
 	}
 	atts, err := g.readAttachments(ctx, body.Attach)
 	if err != nil {
@@ -534,7 +535,7 @@ func (c *controlPlane) GitCreatePR(ctx context.Context, req gen.GitCreatePRReque
 func (c *controlPlane) GitCreateIssue(ctx context.Context, req gen.GitCreateIssueRequestObject) (gen.GitCreateIssueResponseObject, error) {
 	body := req.Body
 	if body == nil || strings.TrimSpace(body.Title) == "" {
-		return nil, errorf(http.StatusBadRequest, "title is required")
+		return nil, errdefs.Invalid("title is required")
 	}
 	g, err := c.gitBox(ctx, req.ID, body.Folder)
 	if err != nil {

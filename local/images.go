@@ -4,13 +4,13 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 
+	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/image"
 	"github.com/upstash/box-go/local/internal/sandbox"
 	"github.com/upstash/box-go/local/internal/store"
@@ -123,11 +123,11 @@ func (im *images) forCreate(ctx context.Context, runtime string, browser bool) (
 	img, err := im.store.Get(ctx, ref)
 	if err != nil {
 		im.inUse.RUnlock()
-		status := http.StatusBadGateway
+		kind := errdefs.ErrUpstream
 		if diskFull(err) {
-			status = http.StatusInsufficientStorage
+			kind = errdefs.ErrNoSpace
 		}
-		return "", nil, errorf(status, "runtime %s: %v (boxd runs boxes in their runtime's image; with root %q it runs them on the host's /usr, offline)", rt, err, RootHost)
+		return "", nil, errdefs.New(kind, "runtime %s: %v (boxd runs boxes in their runtime's image; with root %q it runs them on the host's /usr, offline)", rt, err, RootHost)
 	}
 	var once sync.Once
 	return img.ID, func() { once.Do(im.inUse.RUnlock) }, nil

@@ -2,22 +2,18 @@ package local
 
 import (
 	"context"
-	"net/http"
 
 	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/egress"
+	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/store"
 )
-
-func init() {
-	implement("UpdateNetworkPolicy")
-}
 
 // validateNetworkPolicy checks a policy from a request (see
 // egress.Compile for the rules).
 func validateNetworkPolicy(np *gen.NetworkPolicy) error {
 	if _, err := compilePolicy(np); err != nil {
-		return errorf(http.StatusBadRequest, "network_policy: %v", err)
+		return errdefs.Invalid("network_policy: %v", err)
 	}
 	return nil
 }
@@ -26,7 +22,7 @@ func validateNetworkPolicy(np *gen.NetworkPolicy) error {
 // never quotes a header value.
 func validateAttachHeaders(h map[string]map[string]string) error {
 	if _, err := egress.CompileHeaders(h); err != nil {
-		return errorf(http.StatusBadRequest, "attach_headers: %v", err)
+		return errdefs.Invalid("attach_headers: %v", err)
 	}
 	return nil
 }
@@ -36,7 +32,7 @@ func validateAttachHeaders(h map[string]map[string]string) error {
 // are closed.
 func (c *controlPlane) UpdateNetworkPolicy(ctx context.Context, req gen.UpdateNetworkPolicyRequestObject) (gen.UpdateNetworkPolicyResponseObject, error) {
 	if req.Body == nil {
-		return nil, errorf(http.StatusBadRequest, "request body is required")
+		return nil, errdefs.Invalid("request body is required")
 	}
 	np := *req.Body
 	if err := validateNetworkPolicy(&np); err != nil {

@@ -22,12 +22,9 @@ import (
 	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/agent"
 	"github.com/upstash/box-go/local/internal/egress"
+	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/store"
 )
-
-func init() {
-	implement("CreatePreview", "ListPreviews", "DeletePreview")
-}
 
 // defaultPreviewDomain is the domain public URLs live under unless
 // Config.PublicURLBase says otherwise. Browsers and curl resolve every
@@ -186,14 +183,14 @@ func secret() string {
 // be set; either credential then passes. A paused box is resumed.
 func (c *controlPlane) CreatePreview(ctx context.Context, req gen.CreatePreviewRequestObject) (gen.CreatePreviewResponseObject, error) {
 	if req.Body == nil {
-		return nil, errorf(http.StatusBadRequest, "request body is required")
+		return nil, errdefs.Invalid("request body is required")
 	}
 	port, bearer, basic := req.Body.Port, deref(req.Body.BearerToken), deref(req.Body.BasicAuth)
 	if port < 1 || port > 65535 {
-		return nil, errorf(http.StatusBadRequest, "port must be between 1 and 65535, got %d", port)
+		return nil, errdefs.Invalid("port must be between 1 and 65535, got %d", port)
 	}
 	if port == proxyPort {
-		return nil, errorf(http.StatusBadRequest, "port %d is the box's egress proxy and cannot be exposed", port)
+		return nil, errdefs.Invalid("port %d is the box's egress proxy and cannot be exposed", port)
 	}
 	b, err := c.box(req.ID)
 	if err != nil {
@@ -253,7 +250,7 @@ func (c *controlPlane) DeletePreview(ctx context.Context, req gen.DeletePreviewR
 		return nil, err
 	}
 	if err := c.s.db.DeletePreview(b.ID, req.Port); errors.Is(err, store.ErrNotFound) {
-		return nil, errorf(http.StatusNotFound, "port %d of box %s has no public URL", req.Port, b.ID)
+		return nil, errdefs.NotFound("port %d of box %s has no public URL", req.Port, b.ID)
 	} else if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package local
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/store"
 )
 
@@ -32,6 +34,80 @@ var dataPlane = []string{
 	"POST /v2/box/{id}/files/rename",
 	"POST /v2/box/{id}/files/remove",
 	"GET /v2/box/{id}/exec-session",
+}
+
+// agentOperations stands for the operations of the data plane in the
+// control plane's strict server. Their routes go to the box's agent
+// (dataPlane) before the strict server sees them, so these methods answer
+// only if a route and the table disagree.
+type agentOperations struct{}
+
+// errServedByAgent is the answer of an agentOperations method.
+var errServedByAgent = errors.New("this operation is served by the box's agent, and its route did not reach it")
+
+// ExecCommand is served by the box's agent.
+func (agentOperations) ExecCommand(context.Context, gen.ExecCommandRequestObject) (gen.ExecCommandResponseObject, error) {
+	return nil, errServedByAgent
+}
+
+// ExecCode is served by the box's agent.
+func (agentOperations) ExecCode(context.Context, gen.ExecCodeRequestObject) (gen.ExecCodeResponseObject, error) {
+	return nil, errServedByAgent
+}
+
+// ExecStream is served by the box's agent.
+func (agentOperations) ExecStream(context.Context, gen.ExecStreamRequestObject) (gen.ExecStreamResponseObject, error) {
+	return nil, errServedByAgent
+}
+
+// CodeStream is served by the box's agent.
+func (agentOperations) CodeStream(context.Context, gen.CodeStreamRequestObject) (gen.CodeStreamResponseObject, error) {
+	return nil, errServedByAgent
+}
+
+// ReadFile is served by the box's agent.
+func (agentOperations) ReadFile(context.Context, gen.ReadFileRequestObject) (gen.ReadFileResponseObject, error) {
+	return nil, errServedByAgent
+}
+
+// WriteFile is served by the box's agent.
+func (agentOperations) WriteFile(context.Context, gen.WriteFileRequestObject) (gen.WriteFileResponseObject, error) {
+	return nil, errServedByAgent
+}
+
+// ListFiles is served by the box's agent.
+func (agentOperations) ListFiles(context.Context, gen.ListFilesRequestObject) (gen.ListFilesResponseObject, error) {
+	return nil, errServedByAgent
+}
+
+// UploadFiles is served by the box's agent.
+func (agentOperations) UploadFiles(context.Context, gen.UploadFilesRequestObject) (gen.UploadFilesResponseObject, error) {
+	return nil, errServedByAgent
+}
+
+// DownloadFile is served by the box's agent.
+func (agentOperations) DownloadFile(context.Context, gen.DownloadFileRequestObject) (gen.DownloadFileResponseObject, error) {
+	return nil, errServedByAgent
+}
+
+// StatFile is served by the box's agent.
+func (agentOperations) StatFile(context.Context, gen.StatFileRequestObject) (gen.StatFileResponseObject, error) {
+	return nil, errServedByAgent
+}
+
+// MakeDirectory is served by the box's agent.
+func (agentOperations) MakeDirectory(context.Context, gen.MakeDirectoryRequestObject) (gen.MakeDirectoryResponseObject, error) {
+	return nil, errServedByAgent
+}
+
+// RenameFile is served by the box's agent.
+func (agentOperations) RenameFile(context.Context, gen.RenameFileRequestObject) (gen.RenameFileResponseObject, error) {
+	return nil, errServedByAgent
+}
+
+// RemoveFile is served by the box's agent.
+func (agentOperations) RemoveFile(context.Context, gen.RemoveFileRequestObject) (gen.RemoveFileResponseObject, error) {
+	return nil, errServedByAgent
 }
 
 // Headers in which the agent reports an exec's outcome to boxd. They are

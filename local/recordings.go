@@ -20,13 +20,9 @@ import (
 
 	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/browser"
+	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/store"
 )
-
-func init() {
-	implement("StartBrowserRecording", "ListBrowserRecordings", "StopBrowserRecording", "GetBrowserRecording",
-		"DownloadBrowserRecording", "GetBrowserRecordingPlaylist")
-}
 
 // A recording follows the box's foreground tab (the one the API used
 // last, or the newest one a CDP client opened) through its screencast;
@@ -189,7 +185,7 @@ func (rs *recordings) start(ctx context.Context, b *store.Box, maxSeconds int) (
 		return nil, noBrowser(b)
 	}
 	if rs.ffmpegErr != nil {
-		return nil, errorf(http.StatusNotImplemented, "boxd cannot record here: %v", rs.ffmpegErr)
+		return nil, errdefs.NotImplemented("boxd cannot record here: %v", rs.ffmpegErr)
 	}
 	_, ctl, err := rs.bs.ensure(ctx, b)
 	if err != nil {
@@ -201,7 +197,7 @@ func (rs *recordings) start(ctx context.Context, b *store.Box, maxSeconds int) (
 		return nil, errClosing
 	}
 	if ar := rs.active[b.ID]; ar != nil {
-		return nil, errorf(http.StatusConflict, "box %s is already recording (%s); stop it first", b.ID, ar.rec.ID)
+		return nil, errdefs.Conflict("box %s is already recording (%s); stop it first", b.ID, ar.rec.ID)
 	}
 	now := time.Now()
 	rec := &store.Recording{
@@ -294,7 +290,7 @@ func (rs *recordings) view(boxID, id string) (*store.Recording, error) {
 	}
 	rec, err := rs.bs.s.db.Recording(boxID, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, errorf(http.StatusNotFound, "recording %s not found", id)
+		return nil, errdefs.NotFound("recording %s not found", id)
 	}
 	return rec, err
 }
@@ -314,7 +310,7 @@ func (rs *recordings) stop(ctx context.Context, boxID string) (*store.Recording,
 	ar := rs.active[boxID]
 	rs.mu.Unlock()
 	if ar == nil {
-		return nil, errorf(http.StatusConflict, "box %s has no active recording", boxID)
+		return nil, errdefs.Conflict("box %s has no active recording", boxID)
 	}
 	rs.wg.Go(func() { ar.r.Stop(browser.StopRequested) })
 	select {
@@ -323,6 +319,23 @@ func (rs *recordings) stop(ctx context.Context, boxID string) (*store.Recording,
 		return nil, ctx.Err()
 	}
 	return rs.view(boxID, ar.rec.ID)
+}
+
+// forgetBox ends the active recording of a deleted box and deletes the
+// box's recording records (their files went with the box's).
+func (rs *recordings) forgetBox(boxID string) {
+	rs.mu.Lock()
+	ar := rs.active[boxID]
+	rs.mu.Unlock()
+	if ar != nil {
+		// Its browser went with the sandbox: what the recording
+		// stores when it ends is deleted next.
+		ar.r.Stop(browser.StopLost)
+		<-ar.done
+	}
+	if err := rs.bs.s.db.DeleteRecordings(boxID); err != nil {
+		rs.bs.s.log.Warn("recordings: cannot delete a deleted box's records", "box", boxID, "err", err)
+	}
 }
 
 // close stops every active recording and waits for their files.
@@ -393,7 +406,7 @@ func (c *controlPlane) StartBrowserRecording(ctx context.Context, req gen.StartB
 	if req.Body != nil && req.Body.MaxDurationSeconds != nil {
 		maxSeconds = *req.Body.MaxDurationSeconds
 		if maxSeconds < 1 || maxSeconds > maxRecordingSeconds {
-			return nil, errorf(http.StatusBadRequest, "max_duration_seconds must be between 1 and %d, got %d", maxRecordingSeconds, maxSeconds)
+			return nil, errdefs.Invalid("max_duration_seconds must be between 1 and %d, got %d", maxRecordingSeconds, maxSeconds)
 		}
 	}
 	b, err := c.box(req.ID)
@@ -443,7 +456,7 @@ func (c *controlPlane) ListBrowserRecordings(ctx context.Context, req gen.ListBr
 	}
 	limit := derefOr(req.Params.Limit, 100)
 	if limit < 1 || limit > 100 {
-		return nil, errorf(http.StatusBadRequest, "limit must be between 1 and 100, got %d", limit)
+		return nil, errdefs.Invalid("limit must be between 1 and 100, got %d", limit)
 	}
 	all, err := c.s.db.Recordings(b.ID)
 	if err != nil {
@@ -453,7 +466,7 @@ func (c *controlPlane) ListBrowserRecordings(ctx context.Context, req gen.ListBr
 	if cur := deref(req.Params.Cursor); cur != "" {
 		i := slices.IndexFunc(all, func(r *store.Recording) bool { return r.ID == cur })
 		if i < 0 {
-			return nil, errorf(http.StatusBadRequest, "cursor %q is not valid", cur)
+			return nil, errdefs.Invalid("cursor %q is not valid", cur)
 		}
 		start = i + 1
 	}
@@ -498,9 +511,9 @@ func (c *controlPlane) DownloadBrowserRecording(ctx context.Context, req gen.Dow
 	}
 	switch rec.Status {
 	case "recording":
-		return nil, errorf(http.StatusConflict, "recording %s is still in progress; stop it first", rec.ID)
+		return nil, errdefs.Conflict("recording %s is still in progress; stop it first", rec.ID)
 	case "deleted":
-		return nil, errorf(http.StatusNotFound, "recording %s has expired and its video was deleted", rec.ID)
+		return nil, errdefs.NotFound("recording %s has expired and its video was deleted", rec.ID)
 	}
 	dir := rs.dir(b.ID, rec.ID)
 	if f, err := os.Open(filepath.Join(dir, browser.MP4Name)); err == nil {
@@ -536,7 +549,7 @@ func (c *controlPlane) DownloadBrowserRecording(ctx context.Context, req gen.Dow
 		if rec.Error != "" {
 			msg += ": " + rec.Error
 		}
-		return nil, errorf(http.StatusNotFound, "%s", msg)
+		return nil, errdefs.NotFound("%s", msg)
 	}
 	m.Reader = io.MultiReader(readers...)
 	return gen.DownloadBrowserRecording200VideoMp2TResponse{Body: m, ContentLength: size}, nil
@@ -567,7 +580,7 @@ func (c *controlPlane) GetBrowserRecordingPlaylist(ctx context.Context, req gen.
 		// without segments yet, which players poll until they come.
 		raw = []byte(emptyLivePlaylist)
 	case err != nil:
-		return nil, errorf(http.StatusNotFound, "recording %s has no playlist", rec.ID)
+		return nil, errdefs.NotFound("recording %s has no playlist", rec.ID)
 	}
 	var out strings.Builder
 	for line := range strings.Lines(string(raw)) {

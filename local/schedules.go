@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"path"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/agent"
+	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/sandbox"
 	"github.com/upstash/box-go/local/internal/store"
 )
@@ -57,10 +57,6 @@ import (
 // activations missed while boxd was down are not made up for. Deleting a
 // box deletes its schedules.
 
-func init() {
-	implement("CreateSchedule", "ListSchedules", "GetSchedule", "UpdateSchedule", "DeleteSchedule", "PauseSchedule", "ResumeSchedule")
-}
-
 // Schedule types and statuses, as on the wire.
 const (
 	scheduleExec   = "exec"
@@ -84,21 +80,21 @@ func parseCron(expr string, now time.Time) (cron.Schedule, error) {
 	e := strings.TrimSpace(expr)
 	switch {
 	case e == "":
-		return nil, errorf(http.StatusBadRequest, "cron is required")
+		return nil, errdefs.Invalid("cron is required")
 	case strings.HasPrefix(e, "TZ=") || strings.HasPrefix(e, "CRON_TZ="):
-		return nil, errorf(http.StatusBadRequest, "invalid cron %q: time zones are not supported; schedules run in UTC", expr)
+		return nil, errdefs.Invalid("invalid cron %q: time zones are not supported; schedules run in UTC", expr)
 	case strings.HasPrefix(e, "@every"):
-		return nil, errorf(http.StatusBadRequest, "invalid cron %q: @every is not supported; use five fields, e.g. */5 * * * *", expr)
+		return nil, errdefs.Invalid("invalid cron %q: @every is not supported; use five fields, e.g. */5 * * * *", expr)
 	}
 	sch, err := cronParser.Parse(e)
 	if err != nil {
-		return nil, errorf(http.StatusBadRequest, "invalid cron %q: %v (want five fields: minute hour day-of-month month day-of-week, in UTC)", expr, err)
+		return nil, errdefs.Invalid("invalid cron %q: %v (want five fields: minute hour day-of-month month day-of-week, in UTC)", expr, err)
 	}
 	if spec, ok := sch.(*cron.SpecSchedule); ok {
 		spec.Location = time.UTC
 	}
 	if sch.Next(now.UTC()).IsZero() {
-		return nil, errorf(http.StatusBadRequest, "invalid cron %q: it never fires", expr)
+		return nil, errdefs.Invalid("invalid cron %q: it never fires", expr)
 	}
 	return sch, nil
 }
@@ -568,7 +564,7 @@ func (sch *scheduler) forgetBox(boxID string) {
 func (c *controlPlane) schedule(boxID, id string) (*store.Schedule, error) {
 	sc, err := c.s.db.Schedule(boxID, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, errorf(http.StatusNotFound, "schedule not found")
+		return nil, errdefs.NotFound("schedule not found")
 	}
 	return sc, err
 }
@@ -577,7 +573,7 @@ func (c *controlPlane) schedule(boxID, id string) (*store.Schedule, error) {
 // /workspace/home, a relative one is relative to it.
 func scheduleFolder(f string) (string, error) {
 	if strings.IndexByte(f, 0) >= 0 {
-		return "", errorf(http.StatusBadRequest, "folder contains a NUL byte")
+		return "", errdefs.Invalid("folder contains a NUL byte")
 	}
 	if f == "" {
 		return sandbox.Home, nil
@@ -592,15 +588,15 @@ func checkScheduleWebhook(u string, headers map[string]string) error {
 	if u != "" {
 		p, err := url.Parse(u)
 		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			return errorf(http.StatusBadRequest, "webhook_url must be an http or https URL")
+			return errdefs.Invalid("webhook_url must be an http or https URL")
 		}
 	}
 	for k, v := range headers {
 		if !headerToken(k) {
-			return errorf(http.StatusBadRequest, "webhook_headers: %q is not a valid header name", k)
+			return errdefs.Invalid("webhook_headers: %q is not a valid header name", k)
 		}
 		if strings.ContainsAny(v, "\r\n\x00") {
-			return errorf(http.StatusBadRequest, "webhook_headers: the value of %q contains a line break or NUL", k)
+			return errdefs.Invalid("webhook_headers: the value of %q contains a line break or NUL", k)
 		}
 	}
 	return nil
@@ -630,7 +626,7 @@ func (c *controlPlane) CreateSchedule(ctx context.Context, req gen.CreateSchedul
 	}
 	body := req.Body
 	if body == nil {
-		return nil, errorf(http.StatusBadRequest, "request body is required")
+		return nil, errdefs.Invalid("request body is required")
 	}
 	now := c.s.cfg.Clock.Now()
 	if _, err := parseCron(body.Cron, now); err != nil {
@@ -644,34 +640,34 @@ func (c *controlPlane) CreateSchedule(ctx context.Context, req gen.CreateSchedul
 	switch body.Type {
 	case gen.ScheduleTypeExec:
 		if len(body.Command) == 0 || body.Command[0] == "" {
-			return nil, errorf(http.StatusBadRequest, "command is required for exec schedules")
+			return nil, errdefs.Invalid("command is required for exec schedules")
 		}
 		if body.Prompt != nil || body.Model != nil || body.AgentOptions != nil {
-			return nil, errorf(http.StatusBadRequest, "prompt, model and agent_options are for prompt schedules, not exec schedules")
+			return nil, errdefs.Invalid("prompt, model and agent_options are for prompt schedules, not exec schedules")
 		}
 		sc.Command = body.Command
 	case gen.ScheduleTypePrompt:
 		if strings.TrimSpace(deref(body.Prompt)) == "" {
-			return nil, errorf(http.StatusBadRequest, "prompt is required for prompt schedules")
+			return nil, errdefs.Invalid("prompt is required for prompt schedules")
 		}
 		if body.Command != nil {
-			return nil, errorf(http.StatusBadRequest, "command is for exec schedules, not prompt schedules")
+			return nil, errdefs.Invalid("command is for exec schedules, not prompt schedules")
 		}
 		if b.Ephemeral {
-			return nil, errorf(http.StatusBadRequest, "ephemeral boxes have no agent: use an exec schedule")
+			return nil, errdefs.Invalid("ephemeral boxes have no agent: use an exec schedule")
 		}
 		if !boxHasAgent(b) {
-			return nil, errorf(http.StatusBadRequest, "the box has no agent: create it with an agent, or set a model with PUT /config/model")
+			return nil, errdefs.Invalid("the box has no agent: create it with an agent, or set a model with PUT /config/model")
 		}
 		sc.Prompt, sc.Model, sc.AgentOptions = *body.Prompt, deref(body.Model), body.AgentOptions
 	default:
-		return nil, errorf(http.StatusBadRequest, "type must be exec or prompt, not %q", body.Type)
+		return nil, errdefs.Invalid("type must be exec or prompt, not %q", body.Type)
 	}
 	if sc.Folder, err = scheduleFolder(body.Folder); err != nil {
 		return nil, err
 	}
 	if sc.TimeoutMs = deref(body.Timeout); sc.TimeoutMs < 0 {
-		return nil, errorf(http.StatusBadRequest, "timeout must not be negative")
+		return nil, errdefs.Invalid("timeout must not be negative")
 	}
 	if err := checkScheduleWebhook(sc.WebhookURL, sc.WebhookHeaders); err != nil {
 		return nil, err
@@ -731,7 +727,7 @@ func (c *controlPlane) UpdateSchedule(ctx context.Context, req gen.UpdateSchedul
 	}
 	u := req.Body
 	if u == nil {
-		return nil, errorf(http.StatusBadRequest, "request body is required")
+		return nil, errdefs.Invalid("request body is required")
 	}
 	var opts map[string]any
 	clearOpts := false
@@ -739,7 +735,7 @@ func (c *controlPlane) UpdateSchedule(ctx context.Context, req gen.UpdateSchedul
 		if string(raw) == "null" {
 			clearOpts = true
 		} else if err := json.Unmarshal(raw, &opts); err != nil || opts == nil {
-			return nil, errorf(http.StatusBadRequest, "agent_options must be an object or null")
+			return nil, errdefs.Invalid("agent_options must be an object or null")
 		} else if len(opts) == 0 {
 			clearOpts, opts = true, nil
 		}
@@ -759,23 +755,23 @@ func (c *controlPlane) UpdateSchedule(ctx context.Context, req gen.UpdateSchedul
 		case scheduleExec:
 			switch {
 			case u.Prompt != nil:
-				return errorf(http.StatusBadRequest, "prompt is for prompt schedules; this is an exec schedule and its type cannot change")
+				return errdefs.Invalid("prompt is for prompt schedules; this is an exec schedule and its type cannot change")
 			case deref(u.Model) != "" || opts != nil:
-				return errorf(http.StatusBadRequest, "model and agent_options are for prompt schedules; this is an exec schedule and its type cannot change")
+				return errdefs.Invalid("model and agent_options are for prompt schedules; this is an exec schedule and its type cannot change")
 			}
 			if u.Command != nil {
 				if len(*u.Command) == 0 || (*u.Command)[0] == "" {
-					return errorf(http.StatusBadRequest, "command cannot be empty: an exec schedule needs a command")
+					return errdefs.Invalid("command cannot be empty: an exec schedule needs a command")
 				}
 				sc.Command = *u.Command
 			}
 		case schedulePrompt:
 			if u.Command != nil {
-				return errorf(http.StatusBadRequest, "command is for exec schedules; this is a prompt schedule and its type cannot change")
+				return errdefs.Invalid("command is for exec schedules; this is a prompt schedule and its type cannot change")
 			}
 			if u.Prompt != nil {
 				if strings.TrimSpace(*u.Prompt) == "" {
-					return errorf(http.StatusBadRequest, "prompt cannot be empty: a prompt schedule needs a prompt")
+					return errdefs.Invalid("prompt cannot be empty: a prompt schedule needs a prompt")
 				}
 				sc.Prompt = *u.Prompt
 			}
@@ -797,7 +793,7 @@ func (c *controlPlane) UpdateSchedule(ctx context.Context, req gen.UpdateSchedul
 		}
 		if u.Timeout != nil {
 			if *u.Timeout < 0 {
-				return errorf(http.StatusBadRequest, "timeout must not be negative")
+				return errdefs.Invalid("timeout must not be negative")
 			}
 			sc.TimeoutMs = *u.Timeout
 		}
@@ -817,7 +813,7 @@ func (c *controlPlane) UpdateSchedule(ctx context.Context, req gen.UpdateSchedul
 		return nil
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, errorf(http.StatusNotFound, "schedule not found")
+		return nil, errdefs.NotFound("schedule not found")
 	}
 	if err != nil {
 		return nil, err
@@ -844,7 +840,7 @@ func (c *controlPlane) setScheduleStatus(boxID, id, status string) error {
 		return nil
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return errorf(http.StatusNotFound, "schedule not found")
+		return errdefs.NotFound("schedule not found")
 	}
 	if err != nil {
 		return err
@@ -877,7 +873,7 @@ func (c *controlPlane) DeleteSchedule(ctx context.Context, req gen.DeleteSchedul
 	defer sch.mu.Unlock()
 	if err := c.s.db.DeleteSchedule(b.ID, req.ScheduleID); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, errorf(http.StatusNotFound, "schedule not found")
+			return nil, errdefs.NotFound("schedule not found")
 		}
 		return nil, err
 	}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/upstash/box-go/local/internal/store"
 )
 
 func TestParseCron(t *testing.T) {
@@ -112,5 +114,49 @@ func TestDeleteBoxDeletesSchedules(t *testing.T) {
 	s.schedules.mu.Unlock()
 	if armed != 1 {
 		t.Errorf("%d schedules armed after the delete, want 1", armed)
+	}
+}
+
+// TestDeleteBoxDeletesRecordings checks that deleting a box deletes its
+// browser recordings' records at once, not at the next hourly upkeep.
+func TestDeleteBoxDeletesRecordings(t *testing.T) {
+	iso := IsolationBwrap
+	if CheckIsolation() != nil {
+		iso = IsolationNone
+	}
+	s, err := New(Config{DataDir: t.TempDir(), APIKey: "k", Isolation: iso, Clock: &manualClock{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	create := func() string {
+		req := httptest.NewRequest("POST", "/v2/box", strings.NewReader(`{}`))
+		req.Header.Set("X-Box-Api-Key", "k")
+		req.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, req)
+		var m struct{ ID string }
+		if err := json.Unmarshal(w.Body.Bytes(), &m); err != nil || m.ID == "" {
+			t.Fatalf("create: %d %s", w.Code, w.Body)
+		}
+		return m.ID
+	}
+	keep, gone := create(), create()
+	for _, id := range []string{keep, gone, gone} {
+		rec := &store.Recording{ID: newID("rec-"), BoxID: id, Status: "completed", StartedAt: 1, EndedAt: 2}
+		if err := s.db.PutRecording(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req := httptest.NewRequest("DELETE", "/v2/box/"+gone, nil)
+	req.Header.Set("X-Box-Api-Key", "k")
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, req)
+	if w.Code != http.StatusOK {
+		t.Fatalf("delete: %d %s", w.Code, w.Body)
+	}
+	all, err := s.db.AllRecordings()
+	if err != nil || len(all) != 1 || all[0].BoxID != keep {
+		t.Errorf("recordings after the delete: %d records, %v; want the other box's one", len(all), err)
 	}
 }

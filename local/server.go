@@ -190,6 +190,9 @@ type Server struct {
 	// webhookClient delivers run webhooks.
 	webhookClient *http.Client
 	handler       http.Handler
+	// boxDeleted are what the features do once a box is deleted, in
+	// the order New registered them.
+	boxDeleted []func(id string)
 
 	unenforcedOnce sync.Once
 
@@ -202,6 +205,12 @@ type Server struct {
 	sshServers []*gssh.Server
 
 	closeOnce sync.Once
+}
+
+// onBoxDeleted registers fn to run, after those registered before it,
+// each time a box is deleted, once its sandbox, files and record are gone.
+func (s *Server) onBoxDeleted(fn func(id string)) {
+	s.boxDeleted = append(s.boxDeleted, fn)
 }
 
 // New opens the data directory and returns a Server. It does not listen;
@@ -291,10 +300,13 @@ func New(cfg Config) (*Server, error) {
 	s.inits = newInits(s)
 	s.webhookClient = &http.Client{Timeout: 30 * time.Second}
 	s.browsers = newBrowsers(s)
-	s.handler = s.withPreviews(s.browsers.routes(s.routes()))
+	s.handler = s.withPreviews(s.routes())
 	// Stored schedules get their timers back (schedules.go).
 	s.schedules = newScheduler(s)
 	s.schedules.start()
+	s.onBoxDeleted(s.inits.stop) // one that a racing start began
+	s.onBoxDeleted(s.schedules.forgetBox)
+	s.onBoxDeleted(s.browsers.recs.forgetBox)
 	// Ephemeral boxes whose time ran out while boxd was down go now; the
 	// others get their timers back (ephemeral.go).
 	s.boxes.armExpiries()

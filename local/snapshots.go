@@ -17,6 +17,7 @@ import (
 
 	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/archive"
+	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/sandbox"
 	"github.com/upstash/box-go/local/internal/store"
 )
@@ -43,10 +44,6 @@ import (
 // validation as POST /v2/box, and unpacks the archive into its directories
 // before anything runs in it. Files keep their modes and modification
 // times; symbolic links stay links; everything belongs to the box user.
-
-func init() {
-	implement("CreateSnapshot", "ListSnapshots", "DeleteSnapshot", "DeleteSnapshots", "CreateBoxFromSnapshot")
-}
 
 // maxSnapshotName bounds a snapshot's name.
 const maxSnapshotName = 256
@@ -82,9 +79,9 @@ func (c *controlPlane) CreateSnapshot(ctx context.Context, req gen.CreateSnapsho
 	}
 	switch {
 	case strings.TrimSpace(name) == "":
-		return nil, errorf(http.StatusBadRequest, "name is required")
+		return nil, errdefs.Invalid("name is required")
 	case len(name) > maxSnapshotName:
-		return nil, errorf(http.StatusBadRequest, "name is longer than %d bytes", maxSnapshotName)
+		return nil, errdefs.Invalid("name is longer than %d bytes", maxSnapshotName)
 	}
 	if err := c.s.needDisk("take a snapshot"); err != nil {
 		return nil, err
@@ -107,7 +104,7 @@ func (s *Server) takeSnapshot(ctx context.Context, b *store.Box, name string) (*
 	}
 	tmp, err := os.CreateTemp(l.Root, ".snapshot-*.tmp")
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, errorf(http.StatusNotFound, "box not found")
+		return nil, errdefs.NotFound("box not found")
 	}
 	if err != nil {
 		return nil, err
@@ -119,7 +116,7 @@ func (s *Server) takeSnapshot(ctx context.Context, b *store.Box, name string) (*
 	if err != nil {
 		tmp.Close()
 		if errors.Is(err, errBoxNotFound) {
-			return nil, errorf(http.StatusNotFound, "box not found")
+			return nil, errdefs.NotFound("box not found")
 		}
 		return nil, err
 	}
@@ -140,10 +137,10 @@ func (s *Server) takeSnapshot(ctx context.Context, b *store.Box, name string) (*
 		// A delete that ran meanwhile removes the files before the
 		// record: the archive fails first.
 		if _, gone := s.db.Box(b.ID); errors.Is(gone, store.ErrNotFound) || s.boxes.deleted(b.ID) {
-			return nil, errorf(http.StatusNotFound, "box not found")
+			return nil, errdefs.NotFound("box not found")
 		}
 		if errors.Is(err, archive.ErrTooLarge) {
-			return nil, errorf(http.StatusRequestEntityTooLarge, "box is too large to snapshot: %v", err)
+			return nil, errdefs.TooLarge("box is too large to snapshot: %v", err)
 		}
 		return nil, fmt.Errorf("snapshot of %s: %w", b.ID, err)
 	}
@@ -156,7 +153,7 @@ func (s *Server) takeSnapshot(ctx context.Context, b *store.Box, name string) (*
 	path := s.snapshotPath(sn.ID)
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		if s.boxes.deleted(b.ID) {
-			return nil, errorf(http.StatusNotFound, "box not found") // and the archive with it
+			return nil, errdefs.NotFound("box not found") // and the archive with it
 		}
 		return nil, err
 	}
@@ -285,7 +282,7 @@ func (c *controlPlane) DeleteSnapshot(ctx context.Context, req gen.DeleteSnapsho
 	}
 	sn, err := c.s.db.Snapshot(req.SnapshotID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && sn.BoxID != b.ID) {
-		return nil, errorf(http.StatusNotFound, "snapshot not found")
+		return nil, errdefs.NotFound("snapshot not found")
 	}
 	if err != nil {
 		return nil, err
@@ -321,11 +318,11 @@ func (c *controlPlane) DeleteSnapshots(ctx context.Context, req gen.DeleteSnapsh
 	all := req.Params.All
 	switch {
 	case ids != nil && all != nil && *all:
-		return nil, errorf(http.StatusBadRequest, "give either ids or all=true, not both")
+		return nil, errdefs.Invalid("give either ids or all=true, not both")
 	case ids == nil && all != nil && !*all:
-		return nil, errorf(http.StatusBadRequest, "ids is required unless all=true")
+		return nil, errdefs.Invalid("ids is required unless all=true")
 	case ids != nil && len(*ids) == 0:
-		return nil, errorf(http.StatusBadRequest, "ids must contain at least one non-empty id")
+		return nil, errdefs.Invalid("ids must contain at least one non-empty id")
 	}
 	var targets []string
 	if ids == nil {
@@ -339,7 +336,7 @@ func (c *controlPlane) DeleteSnapshots(ctx context.Context, req gen.DeleteSnapsh
 	} else {
 		for _, id := range *ids {
 			if strings.TrimSpace(id) == "" {
-				return nil, errorf(http.StatusBadRequest, "ids must contain at least one non-empty id, and no blank ones")
+				return nil, errdefs.Invalid("ids must contain at least one non-empty id, and no blank ones")
 			}
 		}
 		targets = *ids
@@ -386,7 +383,7 @@ func refuseNullIDs(w http.ResponseWriter, r *http.Request) bool {
 
 func (c *controlPlane) CreateBoxFromSnapshot(ctx context.Context, req gen.CreateBoxFromSnapshotRequestObject) (gen.CreateBoxFromSnapshotResponseObject, error) {
 	if req.Body == nil || strings.TrimSpace(req.Body.SnapshotID) == "" {
-		return nil, errorf(http.StatusBadRequest, "snapshot_id is required")
+		return nil, errdefs.Invalid("snapshot_id is required")
 	}
 	body, err := createRequestOf(req.Body)
 	if err != nil {
@@ -397,19 +394,19 @@ func (c *controlPlane) CreateBoxFromSnapshot(ctx context.Context, req gen.Create
 	}
 	sn, err := c.s.db.Snapshot(req.Body.SnapshotID)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, errorf(http.StatusNotFound, "snapshot not found")
+		return nil, errdefs.NotFound("snapshot not found")
 	}
 	if err != nil {
 		return nil, err
 	}
 	if sn.Status != "ready" {
-		return nil, errorf(http.StatusConflict, "snapshot %s is %s, not ready", sn.ID, sn.Status)
+		return nil, errdefs.Conflict("snapshot %s is %s, not ready", sn.ID, sn.Status)
 	}
 	if body.Name != nil {
 		// Checked again, atomically, when the box is stored; this spares
 		// unpacking a whole snapshot for nothing.
 		if _, err := c.s.db.Box(*body.Name); err == nil {
-			return nil, errorf(http.StatusConflict, "a box named %q already exists", *body.Name)
+			return nil, errdefs.Conflict("a box named %q already exists", *body.Name)
 		}
 	}
 	b, err := c.create(ctx, body, func(b *store.Box) error { return c.s.restoreSnapshot(ctx, sn, b) })
@@ -444,7 +441,7 @@ func (s *Server) restoreSnapshot(ctx context.Context, sn *store.Snapshot, b *sto
 	f, err := os.Open(s.snapshotPath(sn.ID))
 	if errors.Is(err, fs.ErrNotExist) {
 		// Deleted between the lookup and now.
-		return errorf(http.StatusNotFound, "snapshot not found")
+		return errdefs.NotFound("snapshot not found")
 	}
 	if err != nil {
 		return err

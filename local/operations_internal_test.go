@@ -3,8 +3,6 @@ package local
 import (
 	"reflect"
 	"testing"
-
-	"github.com/upstash/box-go/gen"
 )
 
 // servedByAgent lists the operations of the dataPlane routes, which boxd
@@ -15,16 +13,18 @@ var servedByAgent = map[string]bool{
 	"StatFile": true, "MakeDirectory": true, "RenameFile": true, "RemoveFile": true,
 }
 
-// TestEveryOperationIsServed checks that boxd answers every operation of
-// the API: each is either implemented by the control plane or proxied to
-// the box's agent, so none falls through to 501.
+// TestEveryOperationIsServed checks that the operations the control plane
+// leaves to the box's agent are exactly the data plane's: every other
+// operation of the API has a method of its own (the compiler checks that
+// controlPlane has them all), so none is left unanswered.
 func TestEveryOperationIsServed(t *testing.T) {
-	it := reflect.TypeFor[gen.StrictServerInterface]()
-	for i := range it.NumMethod() {
-		op := it.Method(i).Name
-		if implemented[op] == servedByAgent[op] {
-			t.Errorf("%s: implemented by the control plane %v, proxied to the agent %v; want exactly one", op, implemented[op], servedByAgent[op])
-		}
+	stood := map[string]bool{}
+	at := reflect.TypeFor[agentOperations]()
+	for i := range at.NumMethod() {
+		stood[at.Method(i).Name] = true
+	}
+	if !reflect.DeepEqual(stood, servedByAgent) {
+		t.Errorf("agentOperations stands for %v; the agent serves %v", stood, servedByAgent)
 	}
 	if len(dataPlane) < len(servedByAgent) {
 		t.Errorf("dataPlane has %d routes, servedByAgent %d operations", len(dataPlane), len(servedByAgent))
