@@ -30,8 +30,10 @@ import (
 
 // Bounds of what the client reads from an agent's answer.
 const (
-	// maxErrorBody bounds the body of an error answer.
+	// maxErrorBody bounds the body of an error answer, and maxQuoted
+	// what an error's message quotes of a body that is not the API's.
 	maxErrorBody = 1 << 20
+	maxQuoted    = 1 << 10
 	// maxExecAnswer bounds the answer of Exec: Exec is for commands
 	// whose output is small; Process streams.
 	maxExecAnswer = 4 << 20
@@ -177,7 +179,11 @@ func readError(resp *http.Response) *Error {
 			msg = e.Error
 		}
 	case len(bytes.TrimSpace(raw)) > 0:
-		msg += ": " + strings.TrimSpace(strings.ToValidUTF8(string(raw), ""))
+		text := bytes.TrimSpace(raw)
+		if len(text) > maxQuoted {
+			text = append(text[:maxQuoted:maxQuoted], "..."...)
+		}
+		msg += ": " + strings.ToValidUTF8(string(text), "")
 	}
 	return &Error{Status: resp.StatusCode, Message: msg}
 }

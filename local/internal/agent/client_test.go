@@ -264,6 +264,10 @@ func TestClientErrorAnswers(t *testing.T) {
 			io.WriteString(w, `{"error": ""}`)
 		},
 		"json": func(w http.ResponseWriter) { writeError(w, http.StatusBadGateway, "the agent's own words") },
+		"long text": func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusBadGateway)
+			io.WriteString(w, strings.Repeat("x", 100<<10))
+		},
 	}
 	for name, answer := range answers {
 		t.Run(name, func(t *testing.T) {
@@ -280,6 +284,8 @@ func TestClientErrorAnswers(t *testing.T) {
 				want += ": upstream gone"
 			case "json":
 				want = "the agent's own words"
+			case "long text":
+				want += ": " + strings.Repeat("x", maxQuoted) + "..."
 			}
 			calls := map[string]func() error{
 				"Exec":      func() error { _, err := c.Exec(ctx, []string{"true"}, ""); return err },
