@@ -39,7 +39,7 @@ check-generate: ## Fail if gen/ is not what api/openapi.yaml generates.
 deps: ## Install bubblewrap (and python3) when missing and allowed.
 	@./scripts/deps.sh
 
-demo: deps ## Run the examples (embedded boxd unless UPSTASH_BOX_API_KEY is set).
+demo: deps ## Run the examples (on an embedded boxd; on the server at UPSTASH_BOX_BASE_URL, or the cloud, when UPSTASH_BOX_API_KEY is set).
 	go run ./examples/quickstart
 	go run ./examples/agent
 

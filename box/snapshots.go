@@ -46,10 +46,22 @@ type Snapshot struct {
 	SizeBytes int64
 	Status    SnapshotStatus
 	CreatedAt time.Time
+	// Runtime and Size are those of the box the snapshot was taken of; a
+	// box created from it without its own gets them. Empty where the
+	// server does not say (the cloud's snapshot records do not, so far).
+	Runtime Runtime
+	Size    Size
 }
 
 func snapshotFrom(s *gen.Snapshot) Snapshot {
-	return Snapshot{ID: s.ID, Name: s.Name, BoxID: s.BoxID, SizeBytes: s.SizeBytes, Status: SnapshotStatus(s.Status), CreatedAt: unixTime(s.CreatedAt)}
+	sn := Snapshot{ID: s.ID, Name: s.Name, BoxID: s.BoxID, SizeBytes: s.SizeBytes, Status: SnapshotStatus(s.Status), CreatedAt: unixTime(s.CreatedAt)}
+	if s.Runtime != nil {
+		sn.Runtime = Runtime(*s.Runtime)
+	}
+	if s.Size != nil {
+		sn.Size = Size(*s.Size)
+	}
+	return sn
 }
 
 // Snapshot saves the box's filesystem under name (POST

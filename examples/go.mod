@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/upstash/box-go v0.0.0-00010101000000-000000000000
+	github.com/upstash/box-go/boxtest v0.0.0-00010101000000-000000000000
 	github.com/upstash/box-go/internal/terminal v0.0.0-00010101000000-000000000000
 	github.com/upstash/box-go/local v0.0.0-00010101000000-000000000000
 	golang.org/x/term v0.48.0
@@ -39,5 +40,4 @@ require (
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
-	gotest.tools/v3 v3.5.2 // indirect
 )

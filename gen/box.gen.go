@@ -1748,9 +1748,15 @@ type Snapshot struct {
 	BoxID string `json:"box_id"`
 
 	// CreatedAt Unix seconds.
-	CreatedAt int64          `json:"created_at"`
-	ID        string         `json:"id"`
-	Name      string         `json:"name"`
+	CreatedAt int64  `json:"created_at"`
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+
+	// Runtime The runtime of the box the snapshot was taken of. A box created from the snapshot without a runtime of its own gets this one.
+	Runtime *string `json:"runtime,omitempty"`
+
+	// Size small is 2 CPU / 4 GB, medium 4 / 8, large 8 / 16.
+	Size      *BoxSize       `json:"size,omitempty"`
 	SizeBytes int64          `json:"size_bytes"`
 	Status    SnapshotStatus `json:"status"`
 }

@@ -443,13 +443,7 @@ func (m *boxes) start(b *store.Box) (*sandbox.Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start box: %w", err)
 	}
-	cfg := agent.Config{BoxID: b.ID, Env: imageEnv, Path: path}
-	if cfg.Env == nil {
-		cfg.Env = map[string]string{}
-	}
-	for k, v := range m.srv.boxEnv(b) {
-		cfg.Env[k] = v
-	}
+	cfg := agent.Config{BoxID: b.ID, ImageEnv: imageEnv, Env: m.srv.boxEnv(b), Path: path}
 	if m.srv.cfg.Isolation == sandbox.ModeNone {
 		cfg.HostRoot = l.Files().Dir
 	}

@@ -5,13 +5,17 @@ package local_test
 import (
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sys/unix"
 
 	"github.com/upstash/box-go/box"
 	"github.com/upstash/box-go/boxtest"
+	"github.com/upstash/box-go/internal/ocitest"
 	"github.com/upstash/box-go/local"
 )
 
@@ -96,5 +100,41 @@ func TestFullDataDir(t *testing.T) {
 	}
 	if _, err := b.Snapshot(ctx, "after"); err != nil {
 		t.Errorf("snapshot once the space is free: %v", err)
+	}
+}
+
+// TestImageBombKeepsMinFreeDisk: a runtime image with a layer of 1.5 MiB
+// that unpacks to 1.5 GiB, on a data file system of 256 MiB of which boxd
+// keeps 64 MiB free. The create is refused with 507 and a message that
+// says why, once the unpack has come down to the free space kept, not
+// when the disk is full; nothing of the pull is left, and a box of
+// another runtime is created after it.
+func TestImageBombKeepsMinFreeDisk(t *testing.T) {
+	t.Parallel()
+	requireImages(t)
+	requireRootSandbox(t)
+	dir := t.TempDir()
+	if err := unix.Mount("boxd-test", dir, "tmpfs", 0, "size=256m,mode=0700"); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	reg := ocitest.NewRegistry(t)
+	bomb, _ := reg.Push(t, "test/bomb:1", v1.Config{}, ocitest.BusyboxLayer(t), ocitest.BombLayer(t, "zeros", 1536<<20))
+	ok := busyboxImage(t, reg, "test/ok:1")
+	srv := boxtest.NewServer(t, boxtest.WithDataDir(dir), boxtest.WithConfig(func(c *local.Config) {
+		c.MinFreeDisk = 64 << 20
+		c.Root = local.RootImage
+		c.Images = map[string]string{"ruby": bomb, "python": ok}
+	}))
+	r := rawFor(t, srv).do("POST", "/v2/box", map[string]any{"runtime": "ruby"}, nil)
+	wantError(t, "create of a bomb", r, http.StatusInsufficientStorage, "runtime ruby", bomb, "not enough free disk space", "64.0 MiB")
+	for _, sub := range []string{"roots", "tmp"} {
+		if ents, err := os.ReadDir(filepath.Join(dir, "images", sub)); err != nil || len(ents) != 0 {
+			t.Errorf("images/%s after a refused pull: %v, %v", sub, ents, err)
+		}
+	}
+	b := newBox(t, srv, &box.CreateParams{Runtime: box.Runtime("python")})
+	if got := mustExec(t, b, "cat /etc/image-release"); got != "busybox test image\n" {
+		t.Errorf("a box of another runtime after the bomb: %q", got)
 	}
 }

@@ -3,6 +3,7 @@ package local
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -47,6 +48,10 @@ func DefaultImages() map[string]string {
 	}
 }
 
+// DefaultMaxImageSize is what a runtime image may unpack to when
+// Config.MaxImageSize is zero: 16 GiB.
+const DefaultMaxImageSize = image.DefaultMaxSize
+
 // defaultRuntime is the runtime of a box created without one.
 const defaultRuntime = "node"
 
@@ -86,6 +91,8 @@ func newImages(s *Server) (*images, error) {
 	st, err := image.Open(filepath.Join(s.cfg.DataDir, "images"), image.Options{
 		Prepare: sandbox.PrepareImageRoot,
 		Log:     s.log,
+		MaxSize: s.cfg.MaxImageSize,
+		MinFree: s.minFreeDisk(),
 	})
 	if err != nil {
 		return nil, err
@@ -124,7 +131,7 @@ func (im *images) forCreate(ctx context.Context, runtime string, browser bool) (
 	if err != nil {
 		im.inUse.RUnlock()
 		kind := errdefs.ErrUpstream
-		if diskFull(err) {
+		if diskFull(err) || errors.Is(err, image.ErrNoSpace) {
 			kind = errdefs.ErrNoSpace
 		}
 		return "", nil, errdefs.New(kind, "runtime %s: %v (boxd runs boxes in their runtime's image; with root %q it runs them on the host's /usr, offline)", rt, err, RootHost)

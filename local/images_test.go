@@ -208,3 +208,45 @@ func TestForgedImageDoesNotPoisonTrustedRuntime(t *testing.T) {
 		t.Errorf("boxes per image = %v", boxes)
 	}
 }
+
+// TestImageEnvKeepsBoxdProxy: an image whose configuration sets the proxy
+// variables (in upper, lower and mixed case), the CA bundle's and Node's
+// switch for the proxy to bogus values does not change them in its boxes:
+// their programs go through boxd's egress proxy and trust its CA. The
+// image's other variables stay, and the box's own env still comes first.
+func TestImageEnvKeepsBoxdProxy(t *testing.T) {
+	t.Parallel()
+	requireImages(t)
+	reg := ocitest.NewRegistry(t)
+	ref := busyboxImage(t, reg, "test/proxy:1",
+		"HTTP_PROXY=http://bogus:1", "https_proxy=http://bogus:2", "Http_Proxy=http://bogus:3", "ALL_PROXY=socks5://bogus:4",
+		"no_proxy=*", "SSL_CERT_FILE=/bogus.pem", "NODE_USE_ENV_PROXY=0", "IMAGE_KEEP=kept")
+	srv := boxtest.NewServer(t, boxtest.WithConfig(func(c *local.Config) {
+		c.Root = local.RootImage
+		c.Images = map[string]string{"node": ref}
+	}))
+	b := newBox(t, srv, &box.CreateParams{Env: map[string]string{"MINE": "1"}})
+	env := map[string]string{}
+	for _, kv := range strings.Split(mustExec(t, b, "env"), "\n") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	for k, v := range env {
+		if strings.Contains(v, "bogus") || strings.EqualFold(k, "Http_Proxy") && k != "HTTP_PROXY" && k != "http_proxy" {
+			t.Errorf("the image's %s=%s is in the box", k, v)
+		}
+	}
+	const proxy = "http://127.0.0.1:3128"
+	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"} {
+		if env[k] != proxy {
+			t.Errorf("%s = %q, want boxd's proxy %s", k, env[k], proxy)
+		}
+	}
+	if !strings.HasPrefix(env["no_proxy"], "localhost,") || env["NODE_USE_ENV_PROXY"] != "1" || env["SSL_CERT_FILE"] == "" {
+		t.Errorf("no_proxy %q, NODE_USE_ENV_PROXY %q, SSL_CERT_FILE %q: want boxd's", env["no_proxy"], env["NODE_USE_ENV_PROXY"], env["SSL_CERT_FILE"])
+	}
+	if env["IMAGE_KEEP"] != "kept" || env["MINE"] != "1" {
+		t.Errorf("IMAGE_KEEP %q, MINE %q: the image's other variables and the box's own are lost", env["IMAGE_KEEP"], env["MINE"])
+	}
+}

@@ -31,10 +31,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/upstash/box-go/local/internal/cgroup"
 	"github.com/upstash/box-go/local/internal/sandbox"
+	"github.com/upstash/box-go/local/internal/sshguard"
 	"github.com/upstash/box-go/local/internal/store"
 
 	gssh "github.com/gliderlabs/ssh"
@@ -164,11 +166,30 @@ type Config struct {
 	// gets ENOSPC, and boxd's calls that write answer 507 until space is
 	// freed.
 	MinFreeDisk int64
+	// MaxImageSize bounds what a runtime image may unpack to, in bytes:
+	// its layers' archives, uncompressed, added up. A create whose image
+	// is larger fails (502). Zero means DefaultMaxImageSize (16 GiB), a
+	// negative value no bound. While an image unpacks, boxd also keeps
+	// MinFreeDisk free: a pull that would go below it stops (507).
+	MaxImageSize int64
 	// Images maps runtimes to OCI image references in RootImage mode,
 	// over DefaultImages. New refuses an unknown runtime and a reference
 	// that does not parse. Registry credentials come from the docker
 	// configuration (DOCKER_CONFIG or ~/.docker/config.json).
 	Images map[string]string
+	// SSHAuthTimeout is how long an SSH connection may take from its
+	// accept to its authentication; then it is closed. Zero means
+	// DefaultSSHAuthTimeout (20 seconds), a negative value no deadline.
+	SSHAuthTimeout time.Duration
+	// SSHMaxUnauthenticated bounds the SSH connections that are accepted
+	// and not yet authenticated, from all clients together; past it a new
+	// connection is closed at once, unread. Zero means
+	// DefaultSSHMaxUnauthenticated (256), a negative value no bound.
+	SSHMaxUnauthenticated int
+	// SSHMaxUnauthenticatedPerIP is the same bound for each client
+	// address (for IPv6, each /64). Zero means
+	// DefaultSSHMaxUnauthenticatedPerIP (16), a negative value no bound.
+	SSHMaxUnauthenticatedPerIP int
 }
 
 // Server is boxd. It is an http.Handler.
@@ -203,6 +224,12 @@ type Server struct {
 	// sshServers are those ServeSSH runs; Close stops them.
 	sshMu      sync.Mutex
 	sshServers []*gssh.Server
+	// sshGuard bounds SSH clients before they authenticate, over all
+	// of ServeSSH's listeners.
+	sshGuard *sshguard.Guard
+	// sshCapLogged is when boxd last said that SSH connections were
+	// closed at a cap (unix seconds).
+	sshCapLogged atomic.Int64
 
 	closeOnce sync.Once
 }
@@ -242,6 +269,7 @@ func New(cfg Config) (*Server, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.cfg.Config = cfg
+	s.sshGuard = newSSHGuard(cfg, s.log)
 	switch cfg.Isolation {
 	case "", IsolationBwrap:
 		s.cfg.Isolation = sandbox.ModeBwrap

@@ -65,7 +65,15 @@ func (s *Server) snapshotPath(id string) string {
 }
 
 func snapshotData(sn *store.Snapshot) gen.Snapshot {
-	return gen.Snapshot{ID: sn.ID, Name: sn.Name, BoxID: sn.BoxID, SizeBytes: sn.SizeBytes, Status: gen.SnapshotStatus(sn.Status), CreatedAt: sn.CreatedAt}
+	d := gen.Snapshot{ID: sn.ID, Name: sn.Name, BoxID: sn.BoxID, SizeBytes: sn.SizeBytes, Status: gen.SnapshotStatus(sn.Status), CreatedAt: sn.CreatedAt}
+	if sn.Runtime != "" {
+		d.Runtime = &sn.Runtime
+	}
+	if sn.Size != "" {
+		size := gen.BoxSize(sn.Size)
+		d.Size = &size
+	}
+	return d
 }
 
 func (c *controlPlane) CreateSnapshot(ctx context.Context, req gen.CreateSnapshotRequestObject) (gen.CreateSnapshotResponseObject, error) {
@@ -149,6 +157,7 @@ func (s *Server) takeSnapshot(ctx context.Context, b *store.Box, name string) (*
 	sn := &store.Snapshot{
 		ID: newID("snap-"), Name: name, BoxID: b.ID, Status: "ready", CreatedAt: now.Unix(), Seq: now.UnixNano(),
 		Format: archive.Format, Entries: st.Entries, ContentBytes: st.Bytes,
+		Runtime: b.Runtime, Size: b.Size,
 	}
 	path := s.snapshotPath(sn.ID)
 	if err := os.Rename(tmp.Name(), path); err != nil {
@@ -401,6 +410,15 @@ func (c *controlPlane) CreateBoxFromSnapshot(ctx context.Context, req gen.Create
 	}
 	if sn.Status != "ready" {
 		return nil, errdefs.Conflict("snapshot %s is %s, not ready", sn.ID, sn.Status)
+	}
+	// The box gets the runtime and the size of the box the snapshot was
+	// taken of, unless the request names its own.
+	if body.Runtime == nil && sn.Runtime != "" {
+		body.Runtime = &sn.Runtime
+	}
+	if body.Size == nil && sn.Size != "" {
+		size := gen.BoxSize(sn.Size)
+		body.Size = &size
 	}
 	if body.Name != nil {
 		// Checked again, atomically, when the box is stored; this spares

@@ -10,17 +10,21 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	gssh "github.com/gliderlabs/ssh"
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/upstash/box-go/local/internal/agent"
 	"github.com/upstash/box-go/local/internal/sandbox"
+	"github.com/upstash/box-go/local/internal/sshguard"
 	"github.com/upstash/box-go/session"
 )
 
@@ -38,6 +42,56 @@ const sshHostKeyName = "ssh_host_ed25519_key"
 // ctxBoxID is where the password check leaves the box a connection is for.
 type ctxBoxID struct{}
 
+// ctxGuardConn is where a connection's *sshguard.Conn is kept, and
+// ctxPreAuth its gossh.ServerPreAuthConn, until it authenticates.
+type (
+	ctxGuardConn struct{}
+	ctxPreAuth   struct{}
+)
+
+// Defaults of the bounds on SSH clients before they authenticate.
+const (
+	// DefaultSSHAuthTimeout is long enough for a person to paste the
+	// key at ssh's prompt, and short enough that a client that never
+	// authenticates holds its place for little time.
+	DefaultSSHAuthTimeout             = 20 * time.Second
+	DefaultSSHMaxUnauthenticated      = 256
+	DefaultSSHMaxUnauthenticatedPerIP = 16
+)
+
+// newSSHGuard returns the bounds of cfg on SSH clients before they
+// authenticate. The rate limit on failed logins is sshguard's default:
+// after 5 failures from an address, each further one locks the address
+// out for twice as long as the one before, from 1 second to 5 minutes,
+// and the count is forgotten after 15 quiet minutes; 4,096 addresses are
+// remembered, those that failed most recently.
+func newSSHGuard(cfg Config, log *slog.Logger) *sshguard.Guard {
+	bound := func(v, def int) int {
+		switch {
+		case v == 0:
+			return def
+		case v < 0:
+			return 0 // none
+		}
+		return v
+	}
+	timeout := cfg.SSHAuthTimeout
+	switch {
+	case timeout == 0:
+		timeout = DefaultSSHAuthTimeout
+	case timeout < 0:
+		timeout = 0 // none
+	}
+	return sshguard.New(sshguard.Config{
+		AuthTimeout:                 timeout,
+		MaxUnauthenticated:          bound(cfg.SSHMaxUnauthenticated, DefaultSSHMaxUnauthenticated),
+		MaxUnauthenticatedPerSource: bound(cfg.SSHMaxUnauthenticatedPerIP, DefaultSSHMaxUnauthenticatedPerIP),
+		OnLockout: func(src netip.Prefix, failures int, d time.Duration) {
+			log.Warn("SSH: failed logins; the address's logins are refused for a while", "source", src, "failures", failures, "for", d)
+		},
+	})
+}
+
 // ServeSSH serves boxes over SSH on l until ctx ends or Close is called.
 // The host key is made on first use and kept in the data directory. Like
 // the API's, l's port is out of every box's reach.
@@ -53,6 +107,12 @@ func (s *Server) ServeSSH(ctx context.Context, l net.Listener) error {
 		Version:         "boxd",
 		PasswordHandler: s.sshPassword,
 		Handler:         s.sshSession,
+		ConnCallback:    s.sshAdmit,
+		ServerConfigCallback: func(ctx gssh.Context) *gossh.ServerConfig {
+			return &gossh.ServerConfig{PreAuthConnCallback: func(c gossh.ServerPreAuthConn) {
+				ctx.SetValue(ctxPreAuth{}, c)
+			}}
+		},
 		SubsystemHandlers: map[string]gssh.SubsystemHandler{
 			"sftp": s.sshSFTP,
 		},
@@ -119,16 +179,60 @@ func (s *Server) sshHostKey() (gssh.Signer, error) {
 	return signer, nil
 }
 
+// sshAdmit counts a new connection as unauthenticated, or has it closed
+// at once, unread, when there are too many.
+func (s *Server) sshAdmit(ctx gssh.Context, c net.Conn) net.Conn {
+	pc := s.sshGuard.Admit(c)
+	if pc == nil {
+		// Said at most once a minute: a flood is not to flood the log.
+		now, last := time.Now().Unix(), s.sshCapLogged.Load()
+		if now-last >= 60 && s.sshCapLogged.CompareAndSwap(last, now) {
+			st := s.sshGuard.Stats()
+			s.log.Warn("SSH: too many connections that have not authenticated; new ones are closed at once",
+				"from", sshguard.Source(c.RemoteAddr()), "unauthenticated", st.Unauthenticated, "closed", st.Refused)
+		}
+		return nil // gssh closes c
+	}
+	ctx.SetValue(ctxGuardConn{}, pc)
+	return pc
+}
+
 // sshPassword admits a connection whose user is a box (its id or name)
-// and whose password is the API key.
+// and whose password is the API key, unless its address is locked out
+// for its failed logins; every refusal counts as one of them.
 func (s *Server) sshPassword(ctx gssh.Context, password string) bool {
-	keyOK := subtle.ConstantTimeCompare([]byte(password), []byte(s.cfg.APIKey)) == 1
-	b, err := s.db.Box(ctx.User())
-	if !keyOK || err != nil {
+	pc, _ := ctx.Value(ctxGuardConn{}).(*sshguard.Conn)
+	if pc == nil {
+		return false
+	}
+	src := pc.Source()
+	if err := s.sshGuard.LockedOut(src); err != nil {
+		s.sshBanner(ctx, err)
+		return false
+	}
+	b, boxErr := s.db.Box(ctx.User())
+	ok, err := s.sshGuard.Check(src, func() bool {
+		keyOK := subtle.ConstantTimeCompare([]byte(password), []byte(s.cfg.APIKey)) == 1
+		return keyOK && boxErr == nil
+	})
+	if err != nil {
+		s.sshBanner(ctx, err)
+		return false
+	}
+	// A connection past its deadline is closed already: no login.
+	if !ok || !pc.Authenticated() {
 		return false
 	}
 	ctx.SetValue(ctxBoxID{}, b.ID)
 	return true
+}
+
+// sshBanner tells the client why its login is refused, before the
+// refusal: ssh shows it.
+func (s *Server) sshBanner(ctx gssh.Context, err error) {
+	if c, ok := ctx.Value(ctxPreAuth{}).(gossh.ServerPreAuthConn); ok {
+		_ = c.SendAuthBanner("boxd: " + err.Error() + "\r\n")
+	}
 }
 
 // sshSession runs a shell or a command.

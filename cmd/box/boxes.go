@@ -374,14 +374,37 @@ func (a *app) rmCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := cl.DeleteBoxes(cmd.Context(), args); err != nil {
-				return err
+			// Each box is deleted on its own, as docker rm does: one
+			// that cannot be deleted (or does not exist) is reported and
+			// the others are deleted still.
+			type failure struct {
+				ID    string `json:"id"`
+				Error string `json:"error"`
+			}
+			deleted, failed := []string{}, []failure{}
+			for _, id := range args {
+				if err := cl.DeleteBoxes(cmd.Context(), []string{id}); err != nil {
+					if cmd.Context().Err() != nil {
+						return err
+					}
+					failed = append(failed, failure{ID: id, Error: a.redact(message(err))})
+					if !a.json {
+						fmt.Fprintf(a.stderr, "box: rm %s: %s\n", safe(id), safeLines(a.redact(message(err))))
+					}
+					continue
+				}
+				deleted = append(deleted, id)
+				if !a.json {
+					fmt.Fprintf(a.stdout, "deleted %s\n", safe(id))
+				}
 			}
 			if a.json {
-				return a.printJSON(map[string]any{"deleted": args})
+				if err := a.printJSON(map[string]any{"deleted": deleted, "failed": failed}); err != nil {
+					return err
+				}
 			}
-			for _, id := range args {
-				fmt.Fprintf(a.stdout, "deleted %s\n", id)
+			if len(failed) > 0 {
+				return exitError{1}
 			}
 			return nil
 		},

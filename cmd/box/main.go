@@ -44,6 +44,7 @@ type app struct {
 	stdin          *os.File
 	stdout, stderr io.Writer
 	token          string
+	baseURL        string
 	json           bool
 	client         *box.Client
 	// secrets are values given on the command line that are never
@@ -114,6 +115,7 @@ func (a *app) root() *cobra.Command {
 		SilenceUsage:  true,
 	}
 	root.PersistentFlags().StringVar(&a.token, "token", "", "API key (default $UPSTASH_BOX_API_KEY)")
+	root.PersistentFlags().StringVar(&a.baseURL, "base-url", "", "server URL, a boxd's for one (default $UPSTASH_BOX_BASE_URL, else the cloud)")
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print data as JSON, for scripts")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
@@ -121,7 +123,7 @@ func (a *app) root() *cobra.Command {
 		a.listCmd(), a.getCmd(), a.rmCmd(), a.pauseCmd(), a.resumeCmd(), a.statusCmd(),
 		a.snapshotCmd(), a.urlCmd(), a.urlsCmd(), a.logsCmd(), a.envCmd(),
 		a.execCmd(), a.shellCmd(), a.cpCmd(),
-		a.initDemoCmd(), a.serveCmd(),
+		a.initDemoCmd(), a.serveCmd(), a.versionCmd(),
 	)
 	for _, c := range root.Commands() {
 		if strings.Contains(c.Use, "box-id") {
@@ -170,6 +172,9 @@ func (a *app) api() (*box.Client, error) {
 	var opts []box.Option
 	if a.token != "" {
 		opts = append(opts, box.WithAPIKey(a.token))
+	}
+	if a.baseURL != "" {
+		opts = append(opts, box.WithBaseURL(a.baseURL))
 	}
 	c, err := box.NewClient(opts...)
 	if errors.Is(err, box.ErrNoAPIKey) {

@@ -44,16 +44,33 @@ func buildAndRun(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	testDir = dir
-	boxBin, harnessBin = filepath.Join(dir, "box"), filepath.Join(dir, "testharness")
-	for bin, pkg := range map[string]string{boxBin: ".", harnessBin: "../../internal/testharness"} {
-		build := exec.Command("go", "build", "-o", bin, pkg)
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	boxBin, harnessBin = filepath.Join(dir, exeName("box")), filepath.Join(dir, "testharness")
+	for _, b := range []struct {
+		bin, pkg string
+		env      []string
+	}{
+		{boxBin, ".", nil},
+		// The harness runs in boxes, which are Linux wherever the test
+		// runs (off Linux, on the boxd that BOXTEST_BASE_URL names).
+		{harnessBin, "../../internal/testharness", []string{"GOOS=linux"}},
+	} {
+		build := exec.Command("go", "build", "-o", b.bin, b.pkg)
+		build.Env = append(append(os.Environ(), "CGO_ENABLED=0"), b.env...)
 		if out, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
+			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", b.pkg, err, out)
 			return 1
 		}
 	}
 	return m.Run()
+}
+
+// exeName is the file name of the program name on this system: with .exe
+// on Windows, which runs nothing without it.
+func exeName(name string) string {
+	if runtime.GOOS == "windows" {
+		return name + ".exe"
+	}
+	return name
 }
 
 // env is the environment of a box command against srv.
@@ -76,11 +93,18 @@ type result struct {
 	code           int
 }
 
-// cli runs box with args and stdin, and waits for it.
+// cli runs box with args and stdin against srv, and waits for it.
 func cli(t *testing.T, srv *boxtest.Server, stdin string, args ...string) result {
 	t.Helper()
+	return runBox(t, env(t, srv), stdin, args...)
+}
+
+// runBox runs box with args and stdin in the environment environ, and
+// waits for it.
+func runBox(t *testing.T, environ []string, stdin string, args ...string) result {
+	t.Helper()
 	cmd := exec.CommandContext(t.Context(), boxBin, args...)
-	cmd.Env = env(t, srv)
+	cmd.Env = environ
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -652,7 +676,7 @@ func TestInitDemo(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, argv := range [][]string{{"go", "mod", "tidy"}, {"go", "vet", "./..."}, {"go", "build", "-o", "demo", "."}} {
+	for _, argv := range [][]string{{"go", "mod", "tidy"}, {"go", "vet", "./..."}, {"go", "build", "-o", exeName("demo"), "."}} {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off")
@@ -662,7 +686,7 @@ func TestInitDemo(t *testing.T) {
 	}
 	// And it does what it says, on boxd, leaving no box behind.
 	srv := boxtest.NewServer(t)
-	demo := exec.Command(filepath.Join(dir, "demo"))
+	demo := exec.Command(filepath.Join(dir, exeName("demo")))
 	demo.Dir = dir
 	demo.Env = env(t, srv)
 	out, err := demo.CombinedOutput()
@@ -752,5 +776,96 @@ func TestCompletion(t *testing.T) {
 	}
 	if out := mustCLI(t, srv, "", "__complete", "rm", id, ""); strings.Contains(out, id) {
 		t.Errorf("rm completes a box already named: %q", out)
+	}
+}
+
+// TestRmDeletesWhatExists: box rm with a missing id among others deletes
+// the others, names each failure on stderr, and exits 1, as docker rm does
+// (it used to delete nothing and name only the missing id).
+func TestRmDeletesWhatExists(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t)
+	a := strings.TrimSpace(mustCLI(t, srv, "", "create", "--no-repl", "--json"))
+	b := strings.TrimSpace(mustCLI(t, srv, "", "create", "--no-repl", "--json"))
+	var ia, ib struct{ ID string }
+	if json.Unmarshal([]byte(a), &ia) != nil || json.Unmarshal([]byte(b), &ib) != nil || ia.ID == "" || ib.ID == "" {
+		t.Fatalf("create --json: %q %q", a, b)
+	}
+	r := cli(t, srv, "", "rm", ia.ID, "box-missing", ib.ID)
+	if r.code != 1 {
+		t.Errorf("rm with a missing id exited %d, want 1", r.code)
+	}
+	if want := "deleted " + ia.ID + "\ndeleted " + ib.ID + "\n"; r.stdout != want {
+		t.Errorf("rm stdout %q, want %q", r.stdout, want)
+	}
+	if !strings.Contains(r.stderr, "rm box-missing: box not found") || strings.Contains(r.stderr, ia.ID) {
+		t.Errorf("rm stderr %q: want the missing id's failure alone", r.stderr)
+	}
+	for _, id := range []string{ia.ID, ib.ID} {
+		if g := cli(t, srv, "", "get", id); g.code != 1 {
+			t.Errorf("box %s after rm: get exited %d", id, g.code)
+		}
+	}
+
+	c := strings.TrimSpace(mustCLI(t, srv, "", "create", "--no-repl", "--json"))
+	var ic struct{ ID string }
+	if json.Unmarshal([]byte(c), &ic) != nil {
+		t.Fatalf("create --json: %q", c)
+	}
+	r = cli(t, srv, "", "--json", "rm", "box-missing", ic.ID)
+	var out struct {
+		Deleted []string
+		Failed  []struct{ ID, Error string }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || r.code != 1 {
+		t.Fatalf("rm --json: exit %d, %q, %v", r.code, r.stdout, err)
+	}
+	if len(out.Deleted) != 1 || out.Deleted[0] != ic.ID || len(out.Failed) != 1 || out.Failed[0].ID != "box-missing" || !strings.Contains(out.Failed[0].Error, "box not found") {
+		t.Errorf("rm --json = %+v", out)
+	}
+}
+
+// TestVersionAndBaseURL: box version says its own and its SDK's versions
+// and whether the server answers (exit 1 when it does not, as docker
+// version does); --base-url beats UPSTASH_BOX_BASE_URL.
+func TestVersionAndBaseURL(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t)
+	dead := "http://127.0.0.1:1" // nothing listens on port 1
+
+	r := runBox(t, env(t, srv), "", "version")
+	if r.code != 0 || !strings.Contains(r.stdout, "SDK box-go "+box.Version) || !strings.Contains(r.stdout, "server: "+srv.URL()+" answered") {
+		t.Errorf("version against boxd: %+v", r)
+	}
+	r = runBox(t, env(t, nil, "UPSTASH_BOX_API_KEY="+srv.APIKey(), "UPSTASH_BOX_BASE_URL="+dead), "", "version")
+	if r.code != 1 || !strings.Contains(r.stdout, "server: "+dead+" did not answer") || strings.Contains(r.stdout+r.stderr, srv.APIKey()) {
+		t.Errorf("version against a server that is not there: %+v", r)
+	}
+	r = runBox(t, env(t, nil), "", "version")
+	if r.code != 0 || !strings.Contains(r.stdout, "server: not asked") {
+		t.Errorf("version without a key: %+v", r)
+	}
+	r = runBox(t, env(t, srv), "", "--json", "version")
+	var v struct {
+		SDK    string
+		Server struct {
+			URL       string
+			Reachable bool
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v.SDK != box.Version || v.Server.URL != srv.URL() || !v.Server.Reachable {
+		t.Errorf("version --json: %q, %v", r.stdout, err)
+	}
+
+	// --base-url names the server whatever the environment says.
+	id := strings.TrimSpace(runBox(t, env(t, srv), "", "create", "--no-repl", "--json").stdout)
+	r = runBox(t, env(t, nil, "UPSTASH_BOX_API_KEY="+srv.APIKey(), "UPSTASH_BOX_BASE_URL="+dead), "", "--base-url", srv.URL(), "ls")
+	var created struct{ ID string }
+	if json.Unmarshal([]byte(id), &created) != nil || r.code != 0 || !strings.Contains(r.stdout, created.ID) {
+		t.Errorf("ls with --base-url over a dead UPSTASH_BOX_BASE_URL: %+v (created %q)", r, id)
+	}
+	r = runBox(t, env(t, srv), "", "--base-url", dead, "ls")
+	if r.code != 1 {
+		t.Errorf("ls with --base-url at nothing: %+v", r)
 	}
 }

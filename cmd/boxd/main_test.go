@@ -11,8 +11,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/upstash/box-go/internal/ocitest"
 	"io"
 	"net"
 	"net/http"
@@ -30,6 +28,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/upstash/box-go/internal/ocitest"
 
 	"github.com/upstash/box-go/box"
 	"github.com/upstash/box-go/internal/browsertest"
@@ -568,7 +569,7 @@ func TestFlags(t *testing.T) {
 		data := t.TempDir()
 		d := start(t, environWithout("UPSTASH_BOX_API_KEY"), "-addr", "127.0.0.1:0", "-data", data)
 		key := ""
-		keyRE := regexp.MustCompile(`^API key: (box_local_[0-9a-f]{32})$`)
+		keyRE := regexp.MustCompile(`^API key: (box_local_[0-9a-f]{32}) \(kept in .*\)$`)
 		timeout := time.After(10 * time.Second)
 		for key == "" {
 			select {
@@ -587,7 +588,7 @@ func TestFlags(t *testing.T) {
 		want := []string{
 			fmt.Sprintf("boxd listening on %s (data %s, isolation bwrap)", d.url, data),
 			"boxes run on the host's /usr (root host): their runtime is recorded, not installed",
-			"API key: " + key,
+			"API key: " + key + " (kept in " + filepath.Join(data, "api-key") + ")",
 			"export UPSTASH_BOX_BASE_URL=" + d.url,
 		}
 		if got := d.stdoutLines(); !slices.Equal(got, want) {
@@ -600,6 +601,25 @@ func TestFlags(t *testing.T) {
 		var apiErr *box.Error
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 {
 			t.Errorf("List with another key: %v, want 401", err)
+		}
+		if fi, err := os.Stat(filepath.Join(data, "api-key")); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("the kept key's file: %v, %v; want mode 600", fi, err)
+		}
+
+		// A second boxd on the same data directory says who holds it.
+		second := launch(t, nil, "-addr", "127.0.0.1:0", "-data", data)
+		if st := second.waitExit(30 * time.Second); st.Success() {
+			t.Error("a second boxd on the same -data exited 0")
+		}
+		if msg := second.stderr.String(); !strings.Contains(msg, "another boxd") || strings.Contains(msg, key) {
+			t.Errorf("a second boxd on the same -data said %q; want that another boxd uses it, without the key", msg)
+		}
+
+		// After a restart, the same key works.
+		d.kill()
+		again := start(t, environWithout("UPSTASH_BOX_API_KEY"), "-addr", "127.0.0.1:0", "-data", data)
+		if _, err := again.client(t, key).List(t.Context(), nil); err != nil {
+			t.Errorf("List with the first start's key after a restart: %v", err)
 		}
 	})
 
@@ -755,6 +775,25 @@ func TestFlags(t *testing.T) {
 		}
 		if _, err := start(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", key, "-min-free-disk", "0").client(t, key).Create(t.Context(), nil); err != nil {
 			t.Errorf("create with -min-free-disk 0: %v", err)
+		}
+	})
+
+	t.Run("max image size", func(t *testing.T) {
+		t.Parallel()
+		d := launch(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", newKey(), "-max-image-size", "lots")
+		if st := d.waitExit(10 * time.Second); st.ExitCode() != 2 || !strings.Contains(d.stderr.String(), `"lots" is not a size`) {
+			t.Errorf("-max-image-size lots: %v, stderr %q", st, d.stderr.String())
+		}
+		requireBwrap(t)
+		reg := ocitest.NewRegistry(t)
+		ref, _ := reg.Push(t, "test/busybox:1", v1.Config{Env: []string{"PATH=/bin"}}, ocitest.BusyboxLayer(t))
+		key := newKey()
+		_, err := start(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", key, "-root", "image", "-image", "node="+ref, "-max-image-size", "512K").client(t, key).Create(t.Context(), nil)
+		if box.StatusCode(err) != http.StatusBadGateway || !strings.Contains(err.Error(), "too large") || !strings.Contains(err.Error(), "512 KiB") {
+			t.Errorf("create of an image past -max-image-size = %v, want 502", err)
+		}
+		if _, err := start(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", key, "-root", "image", "-image", "node="+ref, "-max-image-size", "0").client(t, key).Create(t.Context(), nil); err != nil {
+			t.Errorf("create with -max-image-size 0: %v", err)
 		}
 	})
 

@@ -38,7 +38,9 @@ func testHarness(t *testing.T) string {
 		}
 		harnessBin = filepath.Join(dir, "testharness")
 		cmd := exec.Command("go", "build", "-o", harnessBin, "../../internal/testharness")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		// For boxes, which are Linux wherever the test runs (off Linux,
+		// on the boxd that BOXTEST_BASE_URL names).
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			harnessErr = errors.New(string(out))
 		}

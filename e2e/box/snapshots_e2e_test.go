@@ -351,3 +351,39 @@ func TestFromSnapshotFieldsOnBoxd(t *testing.T) {
 		t.Errorf("boxes = %+v", boxes)
 	}
 }
+
+// TestFromSnapshotKeepsRuntimeAndSize: a snapshot remembers the runtime
+// and the size of its box, and a box created from it gets them unless it
+// asks for others. A python box's snapshot used to come back as node.
+func TestFromSnapshotKeepsRuntimeAndSize(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t)
+	ctx := t.Context()
+	b := newBox(t, srv, &box.CreateParams{Runtime: box.RuntimePython, Size: box.SizeMedium})
+	s, err := b.Snapshot(ctx, "py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Runtime != box.RuntimePython || s.Size != box.SizeMedium {
+		t.Errorf("snapshot of a python medium box: runtime %q size %q", s.Runtime, s.Size)
+	}
+	list, err := b.ListSnapshots(ctx)
+	if err != nil || len(list) != 1 || list[0].Runtime != box.RuntimePython || list[0].Size != box.SizeMedium {
+		t.Errorf("listed snapshots: %+v, %v", list, err)
+	}
+
+	inherited, err := srv.Client().FromSnapshot(ctx, s.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := inherited.Info(); in.Runtime != box.RuntimePython || in.Size != box.SizeMedium {
+		t.Errorf("box from the snapshot: runtime %q size %q, want the snapshot's", in.Runtime, in.Size)
+	}
+	chosen, err := srv.Client().FromSnapshot(ctx, s.ID, &box.CreateParams{Runtime: box.RuntimeNode, Size: box.SizeSmall})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := chosen.Info(); in.Runtime != box.RuntimeNode || in.Size != box.SizeSmall {
+		t.Errorf("box from the snapshot with its own runtime and size: runtime %q size %q", in.Runtime, in.Size)
+	}
+}

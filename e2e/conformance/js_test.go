@@ -193,7 +193,8 @@ func buildTestHarness(t *testing.T) string {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, goTool, "build", "-o", bin, "./internal/testharness")
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	// Boxes are Linux wherever the test runs.
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	cmd.WaitDelay = 10 * time.Second
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building internal/testharness: %v\n%s", err, out)

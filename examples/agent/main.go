@@ -2,23 +2,32 @@
 // answer into a Go struct (structured output), streaming the agent's steps
 // as they happen.
 //
-// With UPSTASH_BOX_API_KEY set it runs Claude Code in the Upstash Box
-// cloud. Without it, it starts an embedded boxd and installs a small
-// custom harness in the box (this same program, written with the harness
+// On the Upstash Box cloud (UPSTASH_BOX_API_KEY set, UPSTASH_BOX_BASE_URL
+// unset or the cloud's) it runs Claude Code. On boxd, embedded when
+// nothing is set or at UPSTASH_BOX_BASE_URL, it installs a small custom
+// harness in the box (this same program, written with the harness
 // package) that reviews the file with simple checks, so the example runs
 // offline:
 //
 //	go run ./examples/agent
+//
+// Boxes run Linux, so from another system the harness is a Linux build of
+// this program, made for the boxd's machine and named with -harness:
+//
+//	GOOS=linux GOARCH=arm64 go build -o reviewer ./examples/agent
+//	UPSTASH_BOX_BASE_URL=http://linux-vm:8989 UPSTASH_BOX_API_KEY=mykey go run ./examples/agent -harness reviewer
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"log"
 	"os"
 	"os/signal"
 	"regexp"
+	"runtime"
 	"strings"
 
 	"github.com/upstash/box-go/box"
@@ -55,21 +64,32 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "harness" {
 		harness.Main(review) // running inside the box as its agent
 	}
+	harnessBin := flag.String("harness", "", "a Linux build of this program, installed in boxd's box as its agent (default: this program, on Linux)")
+	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx); err != nil {
+	if err := run(ctx, *harnessBin); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(ctx context.Context) error {
-	client, release, err := backend.Connect(ctx)
+func run(ctx context.Context, harnessBin string) error {
+	be, err := backend.Connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer release()
+	defer be.Close()
+	client := be.Client
 
-	cloud := os.Getenv("UPSTASH_BOX_API_KEY") != ""
+	cloud := be.Kind == backend.Cloud
+	if !cloud && harnessBin == "" {
+		if runtime.GOOS != "linux" {
+			return fmt.Errorf("on boxd the review runs this program in the box, and boxes run Linux: build it with GOOS=linux and the GOARCH of boxd's machine, and pass the build with -harness")
+		}
+		if harnessBin, err = os.Executable(); err != nil {
+			return err
+		}
+	}
 	params := &box.CreateParams{Agent: &box.AgentOptions{Harness: box.HarnessClaudeCode, Model: box.ClaudeCodeSonnet4_5, APIKey: box.BoxAPIKeyUpstash}}
 	if !cloud {
 		params.Agent = &box.AgentOptions{
@@ -86,11 +106,7 @@ func run(ctx context.Context) error {
 	fmt.Println("box", b.ID())
 
 	if !cloud {
-		self, err := os.Executable()
-		if err != nil {
-			return err
-		}
-		if err := b.Files.Upload(ctx, []box.UploadFile{{LocalPath: self, Destination: "/home/boxuser/bin/reviewer"}}); err != nil {
+		if err := b.Files.Upload(ctx, []box.UploadFile{{LocalPath: harnessBin, Destination: "/home/boxuser/bin/reviewer"}}); err != nil {
 			return fmt.Errorf("install harness: %w", err)
 		}
 		if _, err := b.Exec.Command(ctx, "chmod +x /home/boxuser/bin/reviewer"); err != nil {

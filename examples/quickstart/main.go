@@ -2,8 +2,9 @@
 // Python snippet, reads the file back, lists the workspace and deletes the
 // box.
 //
-// It uses the Upstash Box cloud when UPSTASH_BOX_API_KEY is set, and an
-// embedded local backend (boxd) otherwise, so it runs offline:
+// It uses the server at UPSTASH_BOX_BASE_URL (a boxd, say) when that is
+// set, the Upstash Box cloud when only UPSTASH_BOX_API_KEY is, and an
+// embedded local backend (boxd) otherwise, so it runs offline on Linux:
 //
 //	go run ./examples/quickstart
 package main
@@ -29,11 +30,12 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	client, release, err := backend.Connect(ctx)
+	be, err := backend.Connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer release()
+	defer be.Close()
+	client := be.Client
 
 	start := time.Now()
 	b, err := client.Create(ctx, &box.CreateParams{Name: fmt.Sprintf("quickstart-%d", time.Now().Unix()), Runtime: box.RuntimePython})

@@ -13,9 +13,10 @@
 // standard input without a terminal, and an interrupt (Ctrl-C, SIGINT) is
 // passed on to the box as SIGINT. SIGTERM or SIGHUP hang up.
 //
-// The exit status is the shell's. It uses the Upstash Box cloud when
-// UPSTASH_BOX_API_KEY is set, and an embedded local backend (boxd)
-// otherwise. Status lines go to standard error, so that standard output
+// The exit status is the shell's. It uses the server at
+// UPSTASH_BOX_BASE_URL (a boxd, say) when that is set, the Upstash Box
+// cloud when only UPSTASH_BOX_API_KEY is, and an embedded local backend
+// (boxd, on Linux) otherwise. Status lines go to standard error, so that standard output
 // carries only what the box writes.
 package main
 
@@ -56,12 +57,13 @@ func run(boxID string) (int, error) {
 	// the box.
 	stdout := os.Stdout
 	os.Stdout = os.Stderr
-	client, release, err := backend.Connect(ctx)
+	be, err := backend.Connect(ctx)
 	os.Stdout = stdout
 	if err != nil {
 		return 1, err
 	}
-	defer release()
+	defer be.Close()
+	client := be.Client
 
 	var b *box.Box
 	if boxID != "" {

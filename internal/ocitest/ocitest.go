@@ -7,11 +7,14 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
 	"debug/elf"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -100,6 +103,81 @@ func Layer(t testing.TB, entries ...Entry) v1.Layer {
 	return l
 }
 
+// BombLayer returns a gzipped layer of one file, name, of size zero
+// bytes (a multiple of 1 MiB): about 1 KiB for each MiB it unpacks to, as
+// a decompression bomb is. The blob is gzip members one after the other
+// (which a gzip reader reads as one stream): the tar header, the same
+// member of 1 MiB of zeros over and over, and the archive's end.
+func BombLayer(t testing.TB, name string, size int64) v1.Layer {
+	t.Helper()
+	if size%(1<<20) != 0 {
+		t.Fatalf("BombLayer: size %d is not a multiple of 1 MiB", size)
+	}
+	var head, tail bytes.Buffer
+	tw := tar.NewWriter(&head)
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: size, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+		t.Fatal(err)
+	}
+	// head is the header alone (the writer has written it; the file's
+	// body is the members of zeros).
+	tail.Write(make([]byte, 1024)) // the archive's end: two zero blocks
+	zeros := make([]byte, 1<<20)
+	member := func(b []byte) []byte {
+		var buf bytes.Buffer
+		zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = zw.Write(b)
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	mib := member(zeros)
+	blob := append(member(head.Bytes()), bytes.Repeat(mib, int(size>>20))...)
+	blob = append(blob, member(tail.Bytes())...)
+	b := &bomb{blob: blob, diffID: bombDiffID(head.Bytes(), zeros, tail.Bytes(), size)}
+	sum := sha256.Sum256(blob)
+	b.digest = v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(sum[:])}
+	l, err := partial.CompressedToLayer(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// bombDiffIDs keeps the digests of the bombs' archives, which take a
+// while to hash: head → its archive's digest (the header names the size).
+var bombDiffIDs sync.Map
+
+func bombDiffID(head, zeros, tail []byte, size int64) v1.Hash {
+	if d, ok := bombDiffIDs.Load(string(head)); ok {
+		return d.(v1.Hash)
+	}
+	h := sha256.New()
+	h.Write(head)
+	for range size >> 20 {
+		h.Write(zeros)
+	}
+	h.Write(tail)
+	d := v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(h.Sum(nil))}
+	bombDiffIDs.Store(string(head), d)
+	return d
+}
+
+// bomb is BombLayer's layer.
+type bomb struct {
+	blob           []byte
+	digest, diffID v1.Hash
+}
+
+func (b *bomb) Digest() (v1.Hash, error)            { return b.digest, nil }
+func (b *bomb) DiffID() (v1.Hash, error)            { return b.diffID, nil }
+func (b *bomb) Size() (int64, error)                { return int64(len(b.blob)), nil }
+func (b *bomb) MediaType() (types.MediaType, error) { return types.DockerLayer, nil }
+func (b *bomb) Compressed() (io.ReadCloser, error)  { return io.NopCloser(bytes.NewReader(b.blob)), nil }
+
 // BusyboxLayer is a layer with Debian's static busybox at /bin/busybox
 // and the links a shell needs (sh, ls, cat, echo, …) beside it: a root
 // with no shell of the host's. The test fails when busybox-static is not
@@ -141,28 +219,40 @@ type Registry struct {
 	Host string
 	srv  *httptest.Server
 
-	mu       sync.Mutex
-	user     string // with pass, when set, every request needs basic auth
-	pass     string
-	blobGets map[string]int // digest → GETs
-	requests int
-	corrupt  map[string][]byte
+	mu        sync.Mutex
+	user      string // with pass, when set, every request needs basic auth
+	pass      string
+	blobGets  map[string]int // digest → GETs
+	requests  int
+	corrupt   map[string][]byte
+	stalls    map[string]*Stall // digest → its stall
+	redirects map[string]string // digest → where GETs of it are sent
+	pads      map[string]pad    // manifest path → its padding
+}
+
+// pad is how PadManifest pads a manifest.
+type pad struct {
+	n       int
+	chunked bool
 }
 
 // NewRegistry starts a registry; it stops with the test.
 func NewRegistry(t testing.TB) *Registry {
 	t.Helper()
-	r := &Registry{blobGets: map[string]int{}, corrupt: map[string][]byte{}}
+	r := &Registry{blobGets: map[string]int{}, corrupt: map[string][]byte{}, stalls: map[string]*Stall{}, redirects: map[string]string{}, pads: map[string]pad{}}
 	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		r.requests++
 		var bad []byte
+		var stall *Stall
+		var redirect string
 		if i := strings.Index(req.URL.Path, "/blobs/"); i >= 0 && req.Method == http.MethodGet {
 			d := req.URL.Path[i+len("/blobs/"):]
 			r.blobGets[d]++
-			bad = r.corrupt[d]
+			bad, stall, redirect = r.corrupt[d], r.stalls[d], r.redirects[d]
 		}
+		padding, padded := r.pads[req.URL.Path]
 		user, pass := r.user, r.pass
 		r.mu.Unlock()
 		if u, p, ok := req.BasicAuth(); user != "" && (!ok || u != user || p != pass) {
@@ -170,12 +260,27 @@ func NewRegistry(t testing.TB) *Registry {
 			http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`, http.StatusUnauthorized)
 			return
 		}
-		if bad != nil {
+		switch {
+		case bad != nil:
 			w.Header().Set("Content-Length", strconv.Itoa(len(bad)))
 			_, _ = w.Write(bad)
-			return
+		case redirect != "":
+			http.Redirect(w, req, redirect, http.StatusTemporaryRedirect)
+		case stall != nil && stall.serve(w, req, h):
+		case padded && req.Method == http.MethodGet:
+			padded := httptest.NewRecorder()
+			h.ServeHTTP(padded, req)
+			maps.Copy(w.Header(), padded.Header())
+			body := append(padded.Body.Bytes(), bytes.Repeat([]byte{' '}, padding.n)...)
+			w.Header().Del("Content-Length")
+			if !padding.chunked {
+				w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+			}
+			w.WriteHeader(padded.Code)
+			_, _ = w.Write(body)
+		default:
+			h.ServeHTTP(w, req)
 		}
-		h.ServeHTTP(w, req)
 	}))
 	t.Cleanup(r.srv.Close)
 	r.Host = strings.TrimPrefix(r.srv.URL, "http://")
@@ -325,6 +430,118 @@ func (r *Registry) Corrupt(t testing.TB, l v1.Layer, with []byte) {
 	r.mu.Unlock()
 }
 
+// Blob names a blob of the registry: a v1.Layer is one, and BlobOf makes
+// one of a digest.
+type Blob interface {
+	Digest() (v1.Hash, error)
+}
+
+// BlobOf names the blob whose digest is h.
+func BlobOf(h v1.Hash) Blob { return digestBlob(h) }
+
+type digestBlob v1.Hash
+
+func (d digestBlob) Digest() (v1.Hash, error) { return v1.Hash(d), nil }
+
+// ConfigOf returns the digest of the configuration of the image ref names,
+// as its manifest says, and fetches no blob.
+func (r *Registry) ConfigOf(t testing.TB, ref string) v1.Hash {
+	t.Helper()
+	nref, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := remote.Image(nref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := img.Manifest() // not ConfigName, which fetches the configuration
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Config.Digest
+}
+
+// Stall is a blob whose GETs stall (Registry.Stall).
+type Stall struct {
+	stalledOnce, goneOnce, releaseOnce, endOnce sync.Once
+	stalled, gone, released, end                chan struct{}
+}
+
+// Stall makes every GET of blob b answer its headers (200, with the
+// blob's Content-Length) and then send nothing, for as long as its client
+// stays: what a registry that hangs mid-blob does. Release makes later
+// GETs be served; the test's end ends those that stall.
+func (r *Registry) Stall(t testing.TB, b Blob) *Stall {
+	t.Helper()
+	d, err := b.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Stall{stalled: make(chan struct{}), gone: make(chan struct{}), released: make(chan struct{}), end: make(chan struct{})}
+	r.mu.Lock()
+	r.stalls[d.String()] = s
+	r.mu.Unlock()
+	// Before the server's Close, which waits for its handlers.
+	t.Cleanup(func() { s.endOnce.Do(func() { close(s.end) }) })
+	return s
+}
+
+// Stalled is closed once a GET of the blob has stalled.
+func (s *Stall) Stalled() <-chan struct{} { return s.stalled }
+
+// Abandoned is closed once a client has gone away from a stalled GET.
+func (s *Stall) Abandoned() <-chan struct{} { return s.gone }
+
+// Release makes the registry answer again: later GETs of the blob are
+// served. Those that stall stay so until their clients go away.
+func (s *Stall) Release() { s.releaseOnce.Do(func() { close(s.released) }) }
+
+// serve stalls a GET, and reports whether it did: once released, it does
+// not.
+func (s *Stall) serve(w http.ResponseWriter, req *http.Request, h http.Handler) bool {
+	select {
+	case <-s.released:
+		return false
+	default:
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	maps.Copy(w.Header(), rec.Header())
+	w.WriteHeader(rec.Code)
+	w.(http.Flusher).Flush()
+	s.stalledOnce.Do(func() { close(s.stalled) })
+	select {
+	case <-req.Context().Done():
+		s.goneOnce.Do(func() { close(s.gone) })
+	case <-s.end:
+	}
+	return true
+}
+
+// Redirect makes every GET of blob b answer 307 to the URL to, as a
+// registry that keeps its blobs elsewhere does.
+func (r *Registry) Redirect(t testing.TB, b Blob, to string) {
+	t.Helper()
+	d, err := b.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	r.redirects[d.String()] = to
+	r.mu.Unlock()
+}
+
+// PadManifest makes GETs of the manifest of repoTag (repository:tag)
+// answer it followed by n spaces (the same JSON, n bytes longer): with its
+// Content-Length, or chunked with none.
+func (r *Registry) PadManifest(repoTag string, n int, chunked bool) {
+	repo, tag, _ := strings.Cut(repoTag, ":")
+	r.mu.Lock()
+	r.pads["/v2/"+repo+"/manifests/"+tag] = pad{n: n, chunked: chunked}
+	r.mu.Unlock()
+}
+
 // BlobGets is how many times blobs were fetched since the last Push.
 func (r *Registry) BlobGets() int {
 	r.mu.Lock()
@@ -336,11 +553,11 @@ func (r *Registry) BlobGets() int {
 	return n
 }
 
-// BlobGetsOf is how many times layer l's blob was fetched since the last
-// Push.
-func (r *Registry) BlobGetsOf(t testing.TB, l v1.Layer) int {
+// BlobGetsOf is how many times blob b (a layer, or BlobOf a digest) was
+// fetched since the last Push.
+func (r *Registry) BlobGetsOf(t testing.TB, b Blob) int {
 	t.Helper()
-	d, err := l.Digest()
+	d, err := b.Digest()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math"
 	"net"
@@ -79,6 +80,15 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 		minFree = n
 		return nil
 	})
+	maxImage := int64(local.DefaultMaxImageSize)
+	fl.Func("max-image-size", "the most a runtime image may unpack to (`size`: 16G, 40G; 0: no bound); a create whose image is larger fails (default 16G)", func(v string) error {
+		n, err := parseSize(v)
+		if err != nil {
+			return err
+		}
+		maxImage = n
+		return nil
+	})
 	verbose := fl.Bool("v", false, "log debug messages")
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -109,18 +119,17 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	generated := false
+	keptIn := ""
 	if key == "" {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		key = "box_local_" + hex.EncodeToString(b[:])
-		generated = true
+		if key, keptIn, err = keptKey(*data); err != nil {
+			return err
+		}
 	}
 	// Signals are handled from here on, so that boxd always shuts down
 	// cleanly once it has said it is listening.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv, err := local.New(local.Config{DataDir: *data, APIKey: key, Isolation: *isolation, Logger: log, GitHubURL: *githubURL, GitHubAPIURL: *githubAPIURL, AllowHostLoopback: *hostLoopback, ModelProviderURLs: providers, IdlePause: idle, Root: *root, Images: images, MinFreeDisk: cmp.Or(minFree, -1)})
+	srv, err := local.New(local.Config{DataDir: *data, APIKey: key, Isolation: *isolation, Logger: log, GitHubURL: *githubURL, GitHubAPIURL: *githubAPIURL, AllowHostLoopback: *hostLoopback, ModelProviderURLs: providers, IdlePause: idle, Root: *root, Images: images, MinFreeDisk: cmp.Or(minFree, -1), MaxImageSize: cmp.Or(maxImage, -1)})
 	if err != nil {
 		return err
 	}
@@ -160,8 +169,8 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 			}
 		}()
 	}
-	if generated {
-		fmt.Fprintf(stdout, "API key: %s\n", key)
+	if keptIn != "" {
+		fmt.Fprintf(stdout, "API key: %s (kept in %s)\n", key, keptIn)
 	}
 	fmt.Fprintf(stdout, "export UPSTASH_BOX_BASE_URL=%s\n", url)
 	return srv.Serve(ctx, l)
@@ -203,6 +212,49 @@ func parseSize(v string) (int64, error) {
 
 // usageError is a command line that could not be parsed.
 type usageError struct{ error }
+
+// keptKeyFile is the file in the data directory that holds the key boxd
+// made itself when it was given none.
+const keptKeyFile = "api-key"
+
+// keptKey returns the key boxd keeps in its data directory, and the file's
+// path: the one a boxd made there before, or a new random one, written
+// there (readable by boxd's user alone) for the next start.
+func keptKey(dataDir string) (key, path string, err error) {
+	path = filepath.Join(dataDir, keptKeyFile)
+	if b, err := os.ReadFile(path); err == nil {
+		key = strings.TrimSpace(string(b))
+		if key == "" || strings.ContainsAny(key, "\r\n") {
+			return "", "", fmt.Errorf("%s must hold the API key alone, on one line (delete it for a new key)", path)
+		}
+		return key, path, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", "", fmt.Errorf("the API key kept in the data directory: %w", err)
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	key = "box_local_" + hex.EncodeToString(b[:])
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return "", "", fmt.Errorf("-data: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return keptKey(dataDir) // another boxd made it a moment ago
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("keeping the API key in the data directory: %w", err)
+	}
+	if _, err := f.WriteString(key + "\n"); err != nil {
+		f.Close()
+		os.Remove(path)
+		return "", "", fmt.Errorf("keeping the API key in the data directory: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(path)
+		return "", "", fmt.Errorf("keeping the API key in the data directory: %w", err)
+	}
+	return key, path, nil
+}
 
 // apiKeyFrom returns the API key: from the file, from the flag (with a
 // warning), or from $UPSTASH_BOX_API_KEY; "" when none is given.

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -32,7 +33,14 @@ import (
 // Config is what boxd hands the agent on its standard input.
 type Config struct {
 	BoxID string `json:"box_id"`
-	// Env is the box's environment overlay (account env, then the box's own).
+	// ImageEnv is the environment of the box's image. It comes under
+	// what boxd sets: a variable the agent sets (the proxy variables, the
+	// CA bundle's) is left out of it in whatever case the image writes it
+	// (Http_Proxy as HTTP_PROXY), so that the box's traffic goes through
+	// boxd's egress proxy whatever the image says.
+	ImageEnv map[string]string `json:"image_env,omitempty"`
+	// Env is the box's environment overlay (account env, then the box's
+	// own), over everything else.
 	Env map[string]string `json:"env,omitempty"`
 	// HostRoot is set only without isolation: the host directory of the box,
 	// onto which /workspace, /home/boxuser and /tmp are mapped.
@@ -107,10 +115,20 @@ func (a *Agent) env() []string {
 	if a.cfg.HostRoot != "" {
 		base["PATH"] = os.Getenv("PATH")
 	}
-	a.proxyEnv(base)
-	for k, v := range a.cfg.Env {
-		base[k] = v
+	// The image's environment, but for what boxd sets in any case.
+	boxd := map[string]string{}
+	a.proxyEnv(boxd)
+	set := map[string]bool{}
+	for k := range boxd {
+		set[strings.ToUpper(k)] = true
 	}
+	for k, v := range a.cfg.ImageEnv {
+		if !set[strings.ToUpper(k)] {
+			base[k] = v
+		}
+	}
+	maps.Copy(base, boxd)
+	maps.Copy(base, a.cfg.Env)
 	out := make([]string, 0, len(base))
 	for k, v := range base {
 		out = append(out, k+"="+v)

@@ -22,6 +22,13 @@
 // blob is checked against its digest as it is read, and whiteouts and
 // opaque directories are honoured. A tree is moved into roots only once it
 // is complete: an interrupted or refused pull leaves nothing behind.
+//
+// A pull trusts its registry no further than the digests it serves: it
+// fails when the registry stops sending (Options.StallTimeout), reads
+// manifests and configurations only up to a bound (MaxManifestSize,
+// MaxConfigSize), unpacks up to Options.MaxSize and keeps Options.MinFree
+// free, and connects to no address of this machine or its networks but
+// the registry's own (see Store.transport).
 package image
 
 import (
@@ -35,7 +42,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
-	"net/http"
 	"os"
 	"path"
 	"path/filepath"
@@ -51,7 +57,6 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"golang.org/x/sync/singleflight"
 )
 
 // Image is an unpacked image in a Store.
@@ -109,8 +114,21 @@ type Options struct {
 	// Keychain gives registry credentials; nil is the docker configuration's
 	// (authn.DefaultKeychain).
 	Keychain authn.Keychain
-	// Transport carries registry requests; nil is http.DefaultTransport.
-	Transport http.RoundTripper
+	// StallTimeout fails a pull whose registry sends nothing for this long
+	// while the pull waits for it (an answer, or more of one), with an
+	// error that wraps ErrStalled. Zero is DefaultStallTimeout.
+	StallTimeout time.Duration
+	// MaxSize bounds what an image unpacks to, in bytes: its layers'
+	// archives, uncompressed, added up (every file's bytes, and each
+	// entry's header, of every layer, whited out or not). A pull fails
+	// with an error that wraps ErrTooLarge as soon as it reads past it.
+	// Zero is DefaultMaxSize (16 GiB), a negative value no bound.
+	MaxSize int64
+	// MinFree is the free space, in bytes, that a pull keeps on the
+	// store's file system while it unpacks: it looks at it before it
+	// starts and every 4 MiB written, and fails with an error that wraps
+	// ErrNoSpace when less is left. Zero is no bound.
+	MinFree int64
 	// Prepare, when set, is called on an unpacked tree before it joins
 	// the store, to make what the tree needs to be a box's root.
 	Prepare func(root *os.Root) error
@@ -122,7 +140,9 @@ type Options struct {
 type Store struct {
 	dir  string
 	opts Options
-	pull singleflight.Group
+
+	pullMu sync.Mutex
+	pulls  map[string]*pull // reference → the pull of it in flight
 
 	mu     sync.Mutex // refs.json, legacy.json, and moving trees in and out of roots
 	refs   map[string]string
@@ -149,7 +169,16 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{dir: dir, opts: opts, refs: map[string]string{}, legacy: map[string]string{}}
+	if opts.StallTimeout <= 0 {
+		opts.StallTimeout = DefaultStallTimeout
+	}
+	switch {
+	case opts.MaxSize == 0:
+		opts.MaxSize = DefaultMaxSize
+	case opts.MaxSize < 0:
+		opts.MaxSize = 1<<63 - 1
+	}
+	s := &Store{dir: dir, opts: opts, pulls: map[string]*pull{}, refs: map[string]string{}, legacy: map[string]string{}}
 	for name, m := range map[string]map[string]string{"refs.json": s.refs, "legacy.json": s.legacy} {
 		raw, err := os.ReadFile(filepath.Join(dir, name))
 		switch {
@@ -332,24 +361,63 @@ func (s *Store) Get(ctx context.Context, ref string) (*Image, error) {
 	return s.Pull(ctx, full)
 }
 
+// pull is a pull in flight, which every caller that asks for its
+// reference meanwhile waits for.
+type pull struct {
+	done    chan struct{} // closed once img and err are set
+	img     *Image
+	err     error
+	cancel  context.CancelFunc
+	waiting int // callers waiting for it; under Store.pullMu
+}
+
 // Pull asks ref's registry what ref names now, and unpacks it unless the
-// store has it already. Concurrent pulls of one reference share one.
+// store has it already. Concurrent pulls of one reference share one: it
+// goes on while any of their callers waits for it, and stops once none
+// does. A caller whose ctx ends stops waiting at once. A pull that failed,
+// or that nobody waits for any more, is not joined: the next call starts
+// one afresh.
 func (s *Store) Pull(ctx context.Context, ref string) (*Image, error) {
 	full, err := Normalize(ref)
 	if err != nil {
 		return nil, &PullError{Ref: ref, Err: err}
 	}
-	ch := s.pull.DoChan(full, func() (any, error) {
-		// The pull is shared: it is not cancelled with one caller.
-		return s.pull1(context.WithoutCancel(ctx), full)
-	})
+	if err := ctx.Err(); err != nil {
+		return nil, &PullError{Ref: full, Err: err}
+	}
+	s.pullMu.Lock()
+	p := s.pulls[full]
+	if p == nil {
+		// The pull is shared: no one caller's ctx ends it.
+		pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		p = &pull{done: make(chan struct{}), cancel: cancel}
+		s.pulls[full] = p
+		go func() {
+			img, err := s.pull1(pctx, full)
+			s.pullMu.Lock()
+			if s.pulls[full] == p {
+				delete(s.pulls, full)
+			}
+			s.pullMu.Unlock()
+			p.img, p.err = img, err
+			cancel()
+			close(p.done)
+		}()
+	}
+	p.waiting++
+	s.pullMu.Unlock()
 	select {
-	case r := <-ch:
-		if r.Err != nil {
-			return nil, r.Err
-		}
-		return r.Val.(*Image), nil
+	case <-p.done:
+		return p.img, p.err
 	case <-ctx.Done():
+		s.pullMu.Lock()
+		if p.waiting--; p.waiting == 0 {
+			p.cancel()
+			if s.pulls[full] == p {
+				delete(s.pulls, full)
+			}
+		}
+		s.pullMu.Unlock()
 		return nil, &PullError{Ref: full, Err: ctx.Err()}
 	}
 }
@@ -360,13 +428,13 @@ func (s *Store) pull1(ctx context.Context, ref string) (*Image, error) {
 	if err != nil {
 		return fail(err)
 	}
+	tr := s.transport(r.Context().Registry)
+	defer tr.CloseIdleConnections()
 	opts := []remote.Option{
 		remote.WithContext(ctx),
 		remote.WithAuthFromKeychain(s.opts.Keychain),
 		remote.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH}),
-	}
-	if s.opts.Transport != nil {
-		opts = append(opts, remote.WithTransport(s.opts.Transport))
+		remote.WithTransport(tr),
 	}
 	start := time.Now()
 	desc, err := remote.Get(r, opts...)
@@ -400,6 +468,14 @@ func (s *Store) pull1(ctx context.Context, ref string) (*Image, error) {
 		}
 		return have, nil
 	}
+	// The configuration is read whole: its size in the manifest, which
+	// is all of it that is read, must be small.
+	switch n := m.Config.Size; {
+	case n < 0:
+		return fail(fmt.Errorf("its manifest gives its configuration no size"))
+	case n > MaxConfigSize:
+		return fail(fmt.Errorf("%w: its manifest says its configuration is %s, more than the %s boxd reads", ErrTooLarge, sizeText(n), sizeText(MaxConfigSize)))
+	}
 	cfg, err := img.ConfigFile()
 	if err != nil {
 		return fail(fmt.Errorf("configuration: %w", err))
@@ -416,7 +492,7 @@ func (s *Store) pull1(ctx context.Context, ref string) (*Image, error) {
 	if err := os.Mkdir(rootfs, 0o755); err != nil {
 		return fail(err)
 	}
-	size, err := unpack(rootfs, mutate.Extract(img))
+	size, err := unpack(rootfs, mutate.Extract(&sized{Image: img, max: s.opts.MaxSize}), &room{dir: tmp, minFree: s.opts.MinFree})
 	if err != nil {
 		return fail(err)
 	}
@@ -659,9 +735,13 @@ func validID(id string) bool {
 // its files take. Every path is resolved inside dir (os.Root): an entry
 // that would reach outside it through a link fails the unpack. Files
 // belong to boxd, with the image's permission bits less setuid and setgid;
-// devices are left out (a box has its own /dev).
-func unpack(dir string, r io.ReadCloser) (int64, error) {
+// devices are left out (a box has its own /dev). What it writes counts in
+// space, which stops it when the disk is short.
+func unpack(dir string, r io.ReadCloser, space *room) (int64, error) {
 	defer r.Close()
+	if err := space.check(); err != nil {
+		return 0, err
+	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return 0, err
@@ -698,6 +778,9 @@ func unpack(dir string, r io.ReadCloser) (int64, error) {
 		if !fs.ValidPath(name) {
 			return 0, fmt.Errorf("layer entry %q is outside the image", h.Name)
 		}
+		if err := space.wrote(entryCost); err != nil {
+			return 0, err
+		}
 		mode := fs.FileMode(h.Mode) & fs.ModePerm
 		if parent := path.Dir(name); parent != "." {
 			if err := root.MkdirAll(parent, 0o755); err != nil {
@@ -721,7 +804,7 @@ func unpack(dir string, r io.ReadCloser) (int64, error) {
 			if err != nil {
 				return 0, fmt.Errorf("layer entry %s: %w", name, err)
 			}
-			n, err := io.Copy(f, tr)
+			n, err := io.Copy(roomWriter{w: f, room: space}, tr)
 			if err == nil {
 				err = f.Chmod(mode)
 			}

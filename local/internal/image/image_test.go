@@ -7,12 +7,17 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -526,4 +531,205 @@ func configOf(t *testing.T, ref string) string {
 		t.Fatal(err)
 	}
 	return h.Hex
+}
+
+// bound is the most any test here waits for a pull: on code that lets a
+// stalled pull hang, the test fails when it ends instead of hanging.
+func bound(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestStalledPullFails: a registry that answers a layer's GET with its
+// headers and then sends nothing fails the pull with ErrStalled, the
+// callers that joined it too, and leaves nothing behind. Once the registry
+// answers again, the next get pulls afresh, although the stalled
+// connection still hangs: no caller is held by the stalled pull.
+func TestStalledPullFails(t *testing.T) {
+	reg := ocitest.NewRegistry(t)
+	layer := ocitest.Layer(t, ocitest.Entry{Name: "app", Body: "ok\n"})
+	ref, id := reg.Push(t, "test/stall:1", v1.Config{}, layer)
+	stall := reg.Stall(t, layer)
+	s, dir := open(t, image.Options{StallTimeout: time.Second})
+	ctx := bound(t)
+	start := time.Now()
+	errs := make(chan error, 2)
+	go func() {
+		_, err := s.Get(ctx, ref)
+		errs <- err
+	}()
+	<-stall.Stalled()
+	go func() {
+		_, err := s.Get(ctx, ref) // joins the stalled pull
+		errs <- err
+	}()
+	stall.Release()
+	for range 2 {
+		if err := <-errs; !errors.Is(err, image.ErrStalled) || !strings.Contains(err.Error(), ref) {
+			t.Fatalf("a stalled pull = %v, want ErrStalled naming %s", err, ref)
+		} else {
+			t.Logf("failed after %v: %v", time.Since(start).Round(time.Millisecond), err)
+		}
+	}
+	if got := ocitest.Unpacked(t, dir); !cmp.Equal(got, []string{"format", "roots/", "tmp/"}) {
+		t.Errorf("the store kept %v after a stalled pull", got)
+	}
+	img, err := s.Get(ctx, ref)
+	if err != nil || img.ID != id {
+		t.Fatalf("a get once the registry answers = %+v, %v", img, err)
+	}
+}
+
+// TestAbandonedPullStops: a caller whose ctx ends stops waiting for a
+// stalled pull at once; once no caller waits for it, the pull stops (the
+// registry sees its client go away), and the next get pulls afresh.
+func TestAbandonedPullStops(t *testing.T) {
+	reg := ocitest.NewRegistry(t)
+	layer := ocitest.Layer(t, ocitest.Entry{Name: "app", Body: "ok\n"})
+	ref, id := reg.Push(t, "test/abandoned:1", v1.Config{}, layer)
+	stall := reg.Stall(t, layer)
+	// Only the callers end the pull.
+	s, _ := open(t, image.Options{StallTimeout: time.Hour})
+	ctx := bound(t)
+	first, cancelFirst := context.WithCancel(ctx)
+	defer cancelFirst()
+	errs := make(chan error, 1)
+	go func() {
+		_, err := s.Get(first, ref)
+		errs <- err
+	}()
+	<-stall.Stalled()
+	gone, cancelGone := context.WithCancel(ctx)
+	cancelGone()
+	if _, err := s.Get(gone, ref); !errors.Is(err, context.Canceled) {
+		t.Errorf("a get whose ctx has ended = %v, want context.Canceled", err)
+	}
+	stall.Release()
+	cancelFirst()
+	if err := <-errs; !errors.Is(err, context.Canceled) {
+		t.Errorf("the first caller, its ctx cancelled = %v", err)
+	}
+	select {
+	case <-stall.Abandoned():
+	case <-ctx.Done():
+		t.Fatal("the pull went on with no caller waiting for it")
+	}
+	img, err := s.Get(ctx, ref)
+	if err != nil || img.ID != id {
+		t.Fatalf("a get once the registry answers = %+v, %v", img, err)
+	}
+}
+
+// TestBombIsRefusedBySize: a layer of 1.5 MiB that unpacks to 1.5 GiB,
+// in a store whose images may unpack to 64 MiB, fails its pull with
+// ErrTooLarge once it has read that much, and leaves nothing behind.
+func TestBombIsRefusedBySize(t *testing.T) {
+	reg := ocitest.NewRegistry(t)
+	bomb := ocitest.BombLayer(t, "zeros", 1536<<20)
+	if n, err := bomb.Size(); err != nil || n > 2<<20 {
+		t.Fatalf("the bomb's blob is %d bytes (%v)", n, err)
+	}
+	ref, _ := reg.Push(t, "test/bomb:1", v1.Config{}, bomb)
+	s, dir := open(t, image.Options{MaxSize: 64 << 20})
+	_, err := s.Get(bound(t), ref)
+	if !errors.Is(err, image.ErrTooLarge) || !strings.Contains(err.Error(), "64.0 MiB") {
+		t.Fatalf("pull of a bomb = %v, want ErrTooLarge naming the bound", err)
+	}
+	t.Logf("refused: %v", err)
+	if got := ocitest.Unpacked(t, dir); !cmp.Equal(got, []string{"format", "roots/", "tmp/"}) {
+		t.Errorf("the store kept %v after a refused pull", got)
+	}
+}
+
+// TestHugeManifestIsRefused: a registry that serves a manifest of 5 MiB
+// (a real one, then spaces: still the same JSON), with its Content-Length
+// or without one, fails the pull with ErrTooLarge, having read at most
+// MaxManifestSize of it.
+func TestHugeManifestIsRefused(t *testing.T) {
+	for _, chunked := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Content-Length", true: "chunked"}[chunked], func(t *testing.T) {
+			reg := ocitest.NewRegistry(t)
+			layer := ocitest.Layer(t, ocitest.Entry{Name: "app", Body: "ok\n"})
+			ref, _ := reg.Push(t, "test/manifest:1", v1.Config{}, layer)
+			reg.PadManifest("test/manifest:1", 5<<20, chunked)
+			s, dir := open(t, image.Options{})
+			_, err := s.Get(bound(t), ref)
+			if !errors.Is(err, image.ErrTooLarge) || !strings.Contains(err.Error(), "manifest") {
+				t.Fatalf("pull of a manifest of 5 MiB = %v, want ErrTooLarge", err)
+			}
+			t.Logf("refused: %v", err)
+			if n := reg.BlobGets(); n != 0 {
+				t.Errorf("%d blobs fetched", n)
+			}
+			if got := ocitest.Unpacked(t, dir); !cmp.Equal(got, []string{"format", "roots/", "tmp/"}) {
+				t.Errorf("the store kept %v after a refused pull", got)
+			}
+		})
+	}
+}
+
+// TestHugeConfigIsRefused: an image whose configuration is 9 MiB is
+// refused with ErrTooLarge by the size its manifest gives, before the
+// configuration is fetched.
+func TestHugeConfigIsRefused(t *testing.T) {
+	reg := ocitest.NewRegistry(t)
+	layer := ocitest.Layer(t, ocitest.Entry{Name: "app", Body: "ok\n"})
+	ref, _ := reg.Push(t, "test/config:1", v1.Config{Labels: map[string]string{"pad": strings.Repeat("x", 9<<20)}}, layer)
+	config := ocitest.BlobOf(reg.ConfigOf(t, ref))
+	s, dir := open(t, image.Options{})
+	_, err := s.Get(bound(t), ref)
+	if !errors.Is(err, image.ErrTooLarge) || !strings.Contains(err.Error(), "configuration") {
+		t.Fatalf("pull of a configuration of 9 MiB = %v, want ErrTooLarge", err)
+	}
+	t.Logf("refused: %v", err)
+	if n := reg.BlobGetsOf(t, config); n != 0 {
+		t.Errorf("the configuration was fetched %d times", n)
+	}
+	if got := ocitest.Unpacked(t, dir); !cmp.Equal(got, []string{"format", "roots/", "tmp/"}) {
+		t.Errorf("the store kept %v after a refused pull", got)
+	}
+}
+
+// TestRedirectToLoopbackIsRefused: a registry that redirects a layer's
+// GET to a service on this machine, by a name that resolves to loopback
+// (localhost) or by its address, gets the pull refused with
+// ErrAddressRefused: the service sees no request. (go-containerregistry
+// lets both through: a name, and an address that is the registry's, on
+// another port.) The registry itself is on loopback: the host and port
+// the reference names are reached wherever they are.
+func TestRedirectToLoopbackIsRefused(t *testing.T) {
+	layer := ocitest.Layer(t, ocitest.Entry{Name: "app", Body: "ok\n"})
+	blob := compressed(t, layer)
+	var hits atomic.Int32
+	service := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		_, _ = w.Write(blob) // what the layer is: only the guard stops the pull
+	}))
+	t.Cleanup(service.Close)
+	_, port, err := net.SplitHostPort(service.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range []string{"localhost", "127.0.0.1"} {
+		t.Run(host, func(t *testing.T) {
+			reg := ocitest.NewRegistry(t)
+			ref, _ := reg.Push(t, "test/redirect:1", v1.Config{}, layer)
+			reg.Redirect(t, layer, "http://"+net.JoinHostPort(host, port)+"/admin")
+			s, dir := open(t, image.Options{})
+			before := hits.Load()
+			_, err := s.Get(bound(t), ref)
+			if !errors.Is(err, image.ErrAddressRefused) {
+				t.Errorf("a redirect to %s = %v, want ErrAddressRefused", host, err)
+			}
+			t.Logf("refused: %v", err)
+			if n := hits.Load() - before; n != 0 {
+				t.Errorf("the service on loopback got %d requests", n)
+			}
+			if got := ocitest.Unpacked(t, dir); !cmp.Equal(got, []string{"format", "roots/", "tmp/"}) {
+				t.Errorf("the store kept %v after a refused pull", got)
+			}
+		})
+	}
 }

@@ -23,6 +23,10 @@ type Snapshot struct {
 	ContentBytes int64 `json:"content_bytes"`
 	// Seq orders snapshots taken in the same second.
 	Seq int64 `json:"seq"`
+	// Runtime and Size are those of the box the snapshot was taken of,
+	// which a box created from it gets unless it asks for others.
+	Runtime string `json:"runtime,omitempty"`
+	Size    string `json:"size,omitempty"`
 }
 
 // PutSnapshot creates or replaces a snapshot record.

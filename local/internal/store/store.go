@@ -13,6 +13,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // ErrNotFound is returned when a record does not exist.
@@ -40,9 +41,15 @@ type Store struct {
 	db *bolt.DB
 }
 
+// ErrInUse is returned by Open when another process holds the database.
+var ErrInUse = errors.New("the database is in use")
+
 // Open opens (creating if needed) the database file at path.
 func Open(path string) (*Store, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("store: %s: %w: another boxd (or box serve) uses this data directory; stop it, or give this one a -data of its own", path, ErrInUse)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -79,4 +80,25 @@ func TestNothingWritesADeletedBoxBack(t *testing.T) {
 	if runs, _ := s.Runs("box-a"); len(runs) != 0 {
 		t.Errorf("runs of a deleted box: %v", runs)
 	}
+}
+
+// TestOpenInUse: a database that another Open holds is refused with
+// ErrInUse and a message that says what to do, not bbolt's bare timeout.
+func TestOpenInUse(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "boxd.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, err = Open(path)
+	if !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "another boxd") {
+		t.Fatalf("second Open: %v, want ErrInUse saying another boxd holds it", err)
+	}
+	s.Close()
+	s2, err := Open(path)
+	if err != nil {
+		t.Fatalf("Open after the first closed: %v", err)
+	}
+	s2.Close()
 }
