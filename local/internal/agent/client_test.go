@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/upstash/box-go/local/internal/sandbox"
@@ -355,8 +356,42 @@ func TestClientDialPort(t *testing.T) {
 	conn.Close()
 	<-served
 
-	// Nothing listens there now.
-	l.Close()
-	_, err = c.DialPort(t.Context(), port)
-	wantAgentError(t, "a port nobody listens on", err, http.StatusBadGateway)
+	_, err = c.DialPort(t.Context(), closedPort(t))
+	wantAgentError(t, "a port nobody listens on", err, http.StatusBadGateway, "nothing is listening")
+}
+
+// closedPort returns a loopback port on which nothing listens, nor can
+// while the test runs: it is bound, without SO_REUSEADDR and never
+// listening, on 127.0.0.1 and, where there is one, on ::1.
+func closedPort(t *testing.T) int {
+	t.Helper()
+	bind := func(family int, sa syscall.Sockaddr) (int, error) {
+		fd, err := syscall.Socket(family, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return -1, err
+		}
+		if err := syscall.Bind(fd, sa); err != nil {
+			syscall.Close(fd)
+			return -1, err
+		}
+		t.Cleanup(func() { syscall.Close(fd) })
+		return fd, nil
+	}
+	for range 20 {
+		fd, err := bind(syscall.AF_INET, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sa, err := syscall.Getsockname(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := sa.(*syscall.SockaddrInet4).Port
+		_, err = bind(syscall.AF_INET6, &syscall.SockaddrInet6{Addr: [16]byte{15: 1}, Port: port})
+		if err == nil || errors.Is(err, syscall.EADDRNOTAVAIL) || errors.Is(err, syscall.EAFNOSUPPORT) {
+			return port
+		}
+	}
+	t.Fatal("no loopback port free on both IPv4 and IPv6")
+	return 0
 }
