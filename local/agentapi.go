@@ -1,15 +1,13 @@
 package local
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"mime/multipart"
 	"net"
-	"net/http"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/upstash/box-go/gen"
+	"github.com/upstash/box-go/local/internal/agent"
 	"github.com/upstash/box-go/local/internal/egress"
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/harnesses"
@@ -168,36 +167,23 @@ func (c *controlPlane) prepareRun(ctx context.Context, id string, spec *runSpec)
 		if err != nil {
 			return nil, err
 		}
-		code, err := c.s.agentExec(ctx, rt, b.ID, []string{"sh", "-c", `command -v "$0" >/dev/null`, inv.binary})
-		if err != nil {
-			return nil, err
+		res, err := rt.agent.Exec(ctx, []string{"sh", "-c", `command -v "$0" >/dev/null`, inv.binary}, "")
+		var ae *agent.Error
+		switch {
+		case errors.As(err, &ae) && ae.Status >= 500:
+			return nil, errdefs.Upstream("%s: cannot check for `%s` in the box: %s", inv.name, inv.binary, ae.Message)
+		case errors.As(err, &ae):
+			// The box is in no state to run the check (its home has gone,
+			// say): nor to run the harness.
+			return nil, errdefs.MissingDependency("%s: cannot check for `%s` in the box: %s", inv.name, inv.binary, ae.Message)
+		case err != nil:
+			return nil, fmt.Errorf("%s: cannot check for `%s` in the box: %w", inv.name, inv.binary, err)
 		}
-		if code != 0 {
+		if res.ExitCode != 0 {
 			return nil, errdefs.MissingDependency("%s: `%s` is not installed in the box; install it (for example with npm in the box's init command) or use a custom harness", inv.name, inv.binary)
 		}
 	}
 	return b, nil
-}
-
-// agentExec runs argv in the box through its agent and returns the exit
-// code.
-func (s *Server) agentExec(ctx context.Context, rt *runtime, boxID string, argv []string) (int, error) {
-	body, _ := json.Marshal(gen.ExecRequest{Command: argv})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://box/v2/box/"+boxID+"/exec", bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := rt.transport.RoundTrip(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	var res gen.ExecResult
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&res); err != nil {
-		return 0, fmt.Errorf("box agent: %w", err)
-	}
-	return res.ExitCode, nil
 }
 
 func (c *controlPlane) StreamAgentRun(ctx context.Context, req gen.StreamAgentRunRequestObject) (gen.StreamAgentRunResponseObject, error) {

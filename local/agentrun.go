@@ -3,7 +3,6 @@ package local
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"mime/multipart"
 	"net/http"
 	"path"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -442,7 +440,7 @@ func (rs *runs) runHarness(r *agentRun, o *outcome) error {
 	defer s.boxes.busy(r.box.ID)()
 	prompt := r.spec.prompt
 	if len(r.spec.files) > 0 {
-		paths, err := s.writeAttachments(r.ctx, rt, r.box.ID, r.id, r.spec.files)
+		paths, err := s.writeAttachments(r.ctx, rt, r.id, r.spec.files)
 		if err != nil {
 			return fmt.Errorf("attachments: %w", err)
 		}
@@ -458,7 +456,7 @@ func (rs *runs) runHarness(r *agentRun, o *outcome) error {
 		}
 	}
 	if len(in.mcpServers) > 0 {
-		if err := s.writeBoxFile(r.ctx, rt, r.box.ID, mcpConfigPath, harnesses.MCPConfigJSON(in.mcpServers)); err != nil {
+		if err := s.writeBoxFile(r.ctx, rt, mcpConfigPath, harnesses.MCPConfigJSON(in.mcpServers)); err != nil {
 			return fmt.Errorf("mcp servers: %w", err)
 		}
 		in.mcpConfig = mcpConfigPath
@@ -467,29 +465,18 @@ func (rs *runs) runHarness(r *agentRun, o *outcome) error {
 	if err != nil {
 		return err
 	}
-	preq := agent.ProcessRequest{Argv: inv.argv, Folder: r.spec.folder, Env: inv.env, Stdin: inv.stdin}
-	body, _ := json.Marshal(preq)
-	req, err := http.NewRequestWithContext(r.ctx, http.MethodPost, "http://box"+agent.ProcessPath, bytes.NewReader(body))
+	p, err := rt.agent.Process(r.ctx, agent.ProcessRequest{Argv: inv.argv, Folder: r.spec.folder, Env: inv.env, Stdin: inv.stdin})
 	if err != nil {
 		return err
 	}
-	resp, err := rt.transport.RoundTrip(req)
-	if err != nil {
-		return fmt.Errorf("box agent: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		var e gen.ErrorResponse
-		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e)
-		return errors.New(e.Error)
-	}
+	defer p.Close()
 	emit := func(event string, data []byte) bool {
 		return rs.handleEvent(r, o, event, data)
 	}
 	if inv.mapper != nil {
-		err = harnesses.Decode(resp.Body, inv.mapper, emit)
+		err = harnesses.Decode(p.Output, inv.mapper, emit)
 	} else {
-		dec := stream.NewDecoder(resp.Body)
+		dec := stream.NewDecoder(p.Output)
 		for dec.Next() {
 			ev := dec.Event()
 			if !emit(ev.Type, ev.Data) {
@@ -498,22 +485,22 @@ func (rs *runs) runHarness(r *agentRun, o *outcome) error {
 		}
 		err = dec.Err()
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
+	st, waitErr := p.Wait()
 	if rs.wasCancelled(r) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("reading harness output: %w", err)
 	}
-	if msg := resp.Trailer.Get(agent.TrailerError); msg != "" {
-		return errors.New(inv.notRunnable(msg))
+	var ae *agent.Error
+	switch {
+	case errors.As(waitErr, &ae):
+		return errors.New(inv.notRunnable(ae.Message))
+	case waitErr != nil && o.done == nil && o.errMsg == "":
+		// Without the harness's own outcome, the process's is needed.
+		return waitErr
 	}
-	o.exitCode, _ = strconv.Atoi(resp.Trailer.Get(agent.TrailerExitCode))
-	o.cpuNs, _ = strconv.ParseInt(resp.Trailer.Get(agent.TrailerCPU), 10, 64)
-	o.memPeak, _ = strconv.ParseInt(resp.Trailer.Get(agent.TrailerMemoryPeak), 10, 64)
-	if tail, err := base64.StdEncoding.DecodeString(resp.Trailer.Get(agent.TrailerStderr)); err == nil {
-		o.stderr = string(tail)
-	}
+	o.exitCode, o.cpuNs, o.memPeak, o.stderr = st.ExitCode, st.CPU.Nanoseconds(), st.MemoryPeak, st.Stderr
 	if o.done == nil && o.errMsg == "" && o.exitCode != 0 {
 		msg := fmt.Sprintf("%s exited with status %d", inv.name, o.exitCode)
 		if t := strings.TrimSpace(lastLines(o.stderr, 5)); t != "" {
@@ -623,7 +610,7 @@ func lastLines(s string, n int) string {
 
 // writeAttachments stores a run's attachments in the box and returns their
 // box paths.
-func (s *Server) writeAttachments(ctx context.Context, rt *runtime, boxID, runID string, files []attachment) ([]string, error) {
+func (s *Server) writeAttachments(ctx context.Context, rt *runtime, runID string, files []attachment) ([]string, error) {
 	dir := "/tmp/boxd-attachments/" + runID
 	var paths []string
 	seen := map[string]int{}
@@ -634,7 +621,7 @@ func (s *Server) writeAttachments(ctx context.Context, rt *runtime, boxID, runID
 		}
 		seen[f.name]++
 		p := dir + "/" + name
-		if err := s.writeBoxFile(ctx, rt, boxID, p, f.data); err != nil {
+		if err := s.writeBoxFile(ctx, rt, p, f.data); err != nil {
 			return nil, err
 		}
 		paths = append(paths, p)
@@ -643,22 +630,9 @@ func (s *Server) writeAttachments(ctx context.Context, rt *runtime, boxID, runID
 }
 
 // writeBoxFile writes data to path in the box through its agent.
-func (s *Server) writeBoxFile(ctx context.Context, rt *runtime, boxID, path string, data []byte) error {
-	enc := gen.WriteFileRequestEncodingBase64
-	body, _ := json.Marshal(gen.WriteFileRequest{Path: path, Content: base64.StdEncoding.EncodeToString(data), Encoding: &enc})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://box/v2/box/"+boxID+"/files/write", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := rt.transport.RoundTrip(req)
-	if err != nil {
-		return err
-	}
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("write %s: %s", path, msg)
+func (s *Server) writeBoxFile(ctx context.Context, rt *runtime, path string, data []byte) error {
+	if err := rt.agent.WriteFile(ctx, path, bytes.NewReader(data)); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
 }

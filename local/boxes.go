@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -22,7 +21,7 @@ import (
 )
 
 // runtime is the live state of one box: its sandbox when running, and the
-// transport that reaches its agent.
+// client that reaches its agent.
 type runtime struct {
 	id string
 
@@ -51,7 +50,9 @@ type runtime struct {
 	busyOps  int
 	idleStop func() bool
 
-	transport *http.Transport
+	// agent reaches the box's agent, starting the box when it does not
+	// run (see dialAgent).
+	agent *agent.Client
 }
 
 // lockUnheld locks r.mu once no snapshot holds the box: starting,
@@ -143,18 +144,10 @@ func (m *boxes) runtime(id string) (*runtime, error) {
 
 func (m *boxes) newRuntime(id string) *runtime {
 	r := &runtime{id: id}
-	r.transport = &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return m.dialAgent(ctx, r)
-		},
-		MaxIdleConnsPerHost: 64,
-		// Trailers carry a process's stderr tail (base64): more than
-		// the default 4 KiB buffer allows a trailer block to be.
-		ReadBufferSize:        64 << 10,
-		IdleConnTimeout:       90 * time.Second,
-		DisableCompression:    true,
-		ResponseHeaderTimeout: 0,
-	}
+	r.agent = agent.NewClient(agent.ClientConfig{
+		BoxID: id,
+		Dial:  func(ctx context.Context) (net.Conn, error) { return m.dialAgent(ctx, r) },
+	})
 	return r
 }
 
@@ -231,7 +224,7 @@ func (m *boxes) dialAgent(ctx context.Context, r *runtime) (net.Conn, error) {
 			}
 			m.srv.logf(r.id, "warn", "system", msg)
 			sb.Kill()
-			r.transport.CloseIdleConnections()
+			r.agent.CloseIdleConnections()
 		}
 	}
 }
@@ -344,7 +337,7 @@ func (m *boxes) ensure(ctx context.Context, b *store.Box, warm bool) (*runtime, 
 				}
 				r.sb = nil
 				// Kept connections led to the old agent.
-				r.transport.CloseIdleConnections()
+				r.agent.CloseIdleConnections()
 			default:
 				sb := r.sb
 				r.mu.Unlock()
@@ -657,7 +650,7 @@ func (m *boxes) remove(id string, r *runtime, sb *sandbox.Sandbox, starting chan
 	if starting != nil {
 		<-starting
 	}
-	r.transport.CloseIdleConnections()
+	r.agent.CloseIdleConnections()
 	m.srv.net.forgetBox(id)
 	root := m.srv.layout(id).Root
 	// Processes killed a moment ago may still be closing files; try again
@@ -712,7 +705,7 @@ func (m *boxes) closeAll() {
 			wg.Add(1)
 			go func() { defer wg.Done(); sb.Kill() }()
 		}
-		r.transport.CloseIdleConnections()
+		r.agent.CloseIdleConnections()
 	}
 	wg.Wait()
 }

@@ -2,12 +2,10 @@ package local
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -340,31 +338,19 @@ func (bs *browsers) launch(ctx context.Context, rt *runtime, b *store.Box, bb *b
 		port = 0
 	}
 	argv := append([]string{"sh", "-c", launchScript, "sh", bs.chromium}, chromiumFlags(port)...)
-	body, _ := json.Marshal(agent.ProcessRequest{Argv: argv, MergeStderr: true})
 	pctx, stop := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(pctx, http.MethodPost, "http://box"+agent.ProcessPath, bytes.NewReader(body))
-	if err != nil {
-		stop()
-		return err
-	}
-	resp, err := rt.transport.RoundTrip(req)
+	p, err := rt.agent.Process(pctx, agent.ProcessRequest{Argv: argv, MergeStderr: true})
 	if err != nil {
 		stop()
 		return fmt.Errorf("starting the browser: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-		resp.Body.Close()
-		stop()
-		return fmt.Errorf("starting the browser: the box's agent answered %s: %s", resp.Status, bytes.TrimSpace(msg))
 	}
 	out := &tailWriter{max: 8 << 10}
 	exited := make(chan struct{})
 	found := make(chan string, 1)
 	go func() {
 		defer close(exited)
-		defer resp.Body.Close()
-		br := bufio.NewReader(resp.Body)
+		defer p.Close()
+		br := bufio.NewReader(p.Output)
 		for {
 			line, err := br.ReadString('\n')
 			out.Write([]byte(line))

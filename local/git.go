@@ -16,11 +16,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -152,12 +150,6 @@ type gitBox struct {
 	folder string
 	token  string
 	secret secrets
-	// proc reaches the agent's process route. It reads with a larger
-	// buffer than the box's shared transport: the route's trailers carry
-	// the base64 of git's last 4 KiB of standard error (a usage text, a
-	// rejected push), more than net/http's default 4 KiB read buffer
-	// accepts as a trailer.
-	proc *http.Transport
 }
 
 // gitBox finds box id, checks that it may run git, and starts it.
@@ -173,15 +165,7 @@ func (c *controlPlane) gitBox(ctx context.Context, id string, folder *string) (*
 	if err != nil {
 		return nil, err
 	}
-	proc := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return c.s.boxes.dialAgent(ctx, rt)
-		},
-		ReadBufferSize:     64 << 10,
-		DisableKeepAlives:  true, // nothing outlives the request
-		DisableCompression: true,
-	}
-	return &gitBox{s: c.s, b: b, rt: rt, folder: deref(folder), token: b.GitHubToken, secret: secretsOf(b.GitHubToken), proc: proc}, nil
+	return &gitBox{s: c.s, b: b, rt: rt, folder: deref(folder), token: b.GitHubToken, secret: secretsOf(b.GitHubToken)}, nil
 }
 
 // useToken makes git authenticate with token (a clone's own token).
@@ -259,30 +243,20 @@ func (g *gitBox) git(ctx context.Context, o gitOpts, args ...string) (gitResult,
 		env["GIT_CONFIG_KEY_0"] = "http." + web + "/.extraheader"
 		env["GIT_CONFIG_VALUE_0"] = "Authorization: Basic " + basicAuth(g.token)
 	}
-	preq := agent.ProcessRequest{Argv: append([]string{"git"}, args...), Folder: g.folder, Env: env, Stdin: o.stdin, MergeStderr: o.merge}
-	body, _ := json.Marshal(preq)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://box"+agent.ProcessPath, bytes.NewReader(body))
+	p, err := g.rt.agent.Process(ctx, agent.ProcessRequest{Argv: append([]string{"git"}, args...), Folder: g.folder, Env: env, Stdin: o.stdin, MergeStderr: o.merge})
+	var ae *agent.Error
+	if errors.As(err, &ae) {
+		return res, agentFailure(ae.Status, g.secret.scrub(ae.Message))
+	}
 	if err != nil {
 		return res, err
 	}
-	resp, err := g.proc.RoundTrip(req)
-	if err != nil {
-		return res, fmt.Errorf("box agent: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		var e gen.ErrorResponse
-		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e)
-		if e.Error == "" {
-			e.Error = "box agent answered " + resp.Status
-		}
-		return res, agentFailure(resp.StatusCode, g.secret.scrub(e.Error))
-	}
+	defer p.Close()
 	var out bytes.Buffer
-	n, err := io.Copy(&out, io.LimitReader(resp.Body, maxGitOutput))
+	n, err := io.Copy(&out, io.LimitReader(p.Output, maxGitOutput))
 	if err == nil && n == maxGitOutput {
 		var rest int64
-		rest, err = io.Copy(io.Discard, resp.Body)
+		rest, err = io.Copy(io.Discard, p.Output)
 		res.truncated = rest > 0
 	}
 	if err != nil {
@@ -292,15 +266,17 @@ func (g *gitBox) git(ctx context.Context, o gitOpts, args ...string) (gitResult,
 	if res.truncated {
 		res.out += fmt.Sprintf("\n[output truncated at %d bytes]\n", maxGitOutput)
 	}
-	if msg := resp.Trailer.Get(agent.TrailerError); msg != "" {
-		return res, errdefs.MissingDependency("cannot run git in the box: %s", g.secret.scrub(msg))
-	}
-	if res.code, err = strconv.Atoi(resp.Trailer.Get(agent.TrailerExitCode)); err != nil {
+	st, err := p.Wait()
+	switch {
+	case errors.As(err, &ae):
+		return res, errdefs.MissingDependency("cannot run git in the box: %s", g.secret.scrub(ae.Message))
+	case errors.Is(err, agent.ErrExitUnknown):
 		return res, errors.New("git's outcome was lost")
+	case err != nil:
+		return res, err
 	}
-	if raw, err := base64.StdEncoding.DecodeString(resp.Trailer.Get(agent.TrailerStderr)); err == nil {
-		res.stderr = g.secret.scrub(string(raw))
-	}
+	res.code = st.ExitCode
+	res.stderr = g.secret.scrub(st.Stderr)
 	return res, nil
 }
 
@@ -360,36 +336,24 @@ func (g *gitBox) cloneInside(ctx context.Context, repoURL string) (bool, error) 
 	if path.Base(dir) == repoDirName(repoURL) {
 		return false, nil
 	}
-	u := "http://box/v2/box/" + url.PathEscape(g.b.ID) + "/files/list?folder=" + url.QueryEscape(dir)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return false, err
-	}
-	resp, err := g.rt.transport.RoundTrip(req)
-	if err != nil {
-		return false, fmt.Errorf("box agent: %w", err)
-	}
-	defer resp.Body.Close()
-	switch resp.StatusCode {
-	case http.StatusOK:
-	case http.StatusNotFound, http.StatusBadRequest:
+	files, err := g.rt.agent.ListFiles(ctx, dir)
+	var ae *agent.Error
+	switch {
+	case errors.Is(err, agent.ErrTooLarge):
+		return true, nil // something is in it
+	case errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status == http.StatusBadRequest):
 		// Nothing there, or not a directory: the destination (git
 		// refuses the latter itself).
 		return false, nil
-	default:
-		var e gen.ErrorResponse
-		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e)
-		return false, errdefs.Invalid("git clone: cannot look into %s: %s", dir, e.Error)
+	case errors.As(err, &ae):
+		return false, errdefs.Invalid("git clone: cannot look into %s: %s", dir, ae.Message)
+	case err != nil:
+		return false, err
 	}
-	var list gen.ListFilesResponse
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxGitOutput)).Decode(&list); err != nil {
-		// Only a listing too long to read fails here: something is in it.
-		return true, nil
-	}
-	if len(list.Files) == 0 {
+	if len(files) == 0 {
 		return false, nil
 	}
-	for _, f := range list.Files {
+	for _, f := range files {
 		if f.Name != ".git" {
 			continue
 		}

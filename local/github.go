@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/upstash/box-go/gen"
+	"github.com/upstash/box-go/local/internal/agent"
 	"github.com/upstash/box-go/local/internal/errdefs"
 )
 
@@ -247,32 +248,21 @@ func (g *gitBox) abs(p string) string {
 // readFile reads a regular file of at most maxAttachmentBytes from the
 // box.
 func (g *gitBox) readFile(ctx context.Context, abs string) ([]byte, error) {
-	u := "http://box/v2/box/" + url.PathEscape(g.b.ID) + "/files/download?folder=" + url.QueryEscape(abs)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := g.rt.transport.RoundTrip(req)
-	if err != nil {
-		return nil, fmt.Errorf("box agent: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		var e gen.ErrorResponse
-		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e)
-		return nil, errdefs.Invalid("attachment %s cannot be read: %s", abs, e.Error)
-	}
-	if resp.ContentLength > maxAttachmentBytes {
-		return nil, errdefs.TooLarge("attachment %s is %d bytes; at most %d", abs, resp.ContentLength, maxAttachmentBytes)
-	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAttachmentBytes+1))
-	if err != nil {
+	var buf bytes.Buffer
+	_, err := g.rt.agent.ReadFile(ctx, abs, &buf, maxAttachmentBytes)
+	var ae *agent.Error
+	switch {
+	case errors.Is(err, agent.ErrTooLarge):
+		return nil, errdefs.TooLarge("attachment %s is larger than %d bytes", abs, maxAttachmentBytes)
+	case errors.As(err, &ae) && ae.Status >= 500:
+		// The agent failed, not the request.
+		return nil, errdefs.Upstream("attachment %s cannot be read: %s", abs, ae.Message)
+	case errors.As(err, &ae):
+		return nil, errdefs.Invalid("attachment %s cannot be read: %s", abs, ae.Message)
+	case err != nil:
 		return nil, fmt.Errorf("reading attachment %s: %w", abs, err)
 	}
-	if len(data) > maxAttachmentBytes {
-		return nil, errdefs.TooLarge("attachment %s is larger than %d bytes", abs, maxAttachmentBytes)
-	}
-	return data, nil
+	return buf.Bytes(), nil
 }
 
 const attachmentsReadme = "# Attachments\n\nFiles attached to issues and pull requests by Upstash Box (boxd).\nThis branch holds nothing else; it shares no history with the code.\n"

@@ -4,13 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -182,54 +178,39 @@ func exited(sb *sandbox.Sandbox) bool {
 // It talks to sb alone: a sandbox that has gone is not started again for
 // it, and a frozen one is not woken.
 func (in *inits) run(ctx context.Context, id string, sb *sandbox.Sandbox, command string) {
-	tr := &http.Transport{
-		DialContext:        func(ctx context.Context, _, _ string) (net.Conn, error) { return sb.Dial(ctx) },
-		DisableKeepAlives:  true,
-		DisableCompression: true,
-		ReadBufferSize:     64 << 10, // the trailers (see boxes.runtime)
-	}
-	defer tr.CloseIdleConnections()
-	body, _ := json.Marshal(agent.ProcessRequest{Argv: []string{"sh", "-c", initShell, command}, MergeStderr: true, FollowJobs: true})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://box"+agent.ProcessPath, bytes.NewReader(body))
-	if err != nil {
-		return
-	}
-	resp, err := tr.RoundTrip(req)
+	c := agent.NewClient(agent.ClientConfig{BoxID: id, Dial: sb.Dial, NoKeepAlive: true})
+	defer c.CloseIdleConnections()
+	p, err := c.Process(ctx, agent.ProcessRequest{Argv: []string{"sh", "-c", initShell, command}, MergeStderr: true, FollowJobs: true})
 	if err != nil {
 		if ctx.Err() == nil {
 			in.s.logf(id, "error", "system", "init command did not start: "+err.Error())
 		}
 		return
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		in.s.logf(id, "error", "system", fmt.Sprintf("init command did not start: %s %s", resp.Status, bytes.TrimSpace(msg)))
-		return
-	}
+	defer p.Close()
 	in.s.logf(id, "info", "system", "init command started")
-	err = logLines(resp.Body, initOutputMax, func(lines []string) {
+	err = logLines(p.Output, initOutputMax, func(lines []string) {
 		in.s.logLines(id, "user", lines)
 	}, func() {
 		in.s.logf(id, "warn", "system", fmt.Sprintf("init command output reached %d KiB; the rest is not logged", initOutputMax>>10))
 	})
+	st, waitErr := p.Wait()
+	var ae *agent.Error
 	switch {
 	case ctx.Err() != nil:
 		// Replaced, deleted, or boxd is closing: said where that happens.
 	case err != nil:
 		in.s.logf(id, "error", "system", "init command: "+err.Error())
-	case resp.Trailer.Get(agent.TrailerError) != "":
-		in.s.logf(id, "error", "system", "init command failed: "+resp.Trailer.Get(agent.TrailerError))
+	case errors.As(waitErr, &ae):
+		in.s.logf(id, "error", "system", "init command failed: "+ae.Message)
+	case errors.Is(waitErr, agent.ErrExitUnknown):
+		in.s.logf(id, "warn", "system", "init command ended; its exit status was not reported")
+	case waitErr != nil:
+		in.s.logf(id, "error", "system", "init command: "+waitErr.Error())
+	case st.ExitCode == 0:
+		in.s.logf(id, "info", "system", "init command exited with status 0")
 	default:
-		code, err := strconv.Atoi(resp.Trailer.Get(agent.TrailerExitCode))
-		switch {
-		case err != nil:
-			in.s.logf(id, "warn", "system", "init command ended; its exit status was not reported")
-		case code == 0:
-			in.s.logf(id, "info", "system", "init command exited with status 0")
-		default:
-			in.s.logf(id, "warn", "system", fmt.Sprintf("init command exited with status %d", code))
-		}
+		in.s.logf(id, "warn", "system", fmt.Sprintf("init command exited with status %d", st.ExitCode))
 	}
 }
 

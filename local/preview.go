@@ -386,7 +386,7 @@ func (pv *previews) serve(w http.ResponseWriter, r *http.Request, id string, por
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			var be *bridgeError
+			var ae *agent.Error
 			switch {
 			case r.Context().Err() != nil:
 			case errors.Is(err, errPreviewGone):
@@ -395,8 +395,8 @@ func (pv *previews) serve(w http.ResponseWriter, r *http.Request, id string, por
 				writeError(w, http.StatusNotFound, "box not found") // deleted since it was found
 			case errors.Is(err, errNotListening):
 				unavailable(w, r, fmt.Sprintf("nothing listened on port %d of box %s within %s; try again", port, id, held))
-			case errors.As(err, &be):
-				writeError(w, http.StatusBadGateway, be.msg)
+			case errors.As(err, &ae):
+				writeError(w, http.StatusBadGateway, ae.Message)
 			default:
 				writeError(w, http.StatusBadGateway, fmt.Sprintf("port %d of box %s is unreachable: %v", port, id, err))
 			}
@@ -452,8 +452,8 @@ func (pv *previews) dial(ctx context.Context, id string, port int) (net.Conn, er
 			return pv.track(previewKey{id, port}, c)
 		}
 		// The agent answers 502 when nothing listens on the port.
-		var be *bridgeError
-		if !errors.As(err, &be) || be.status != http.StatusBadGateway {
+		var ae *agent.Error
+		if !errors.As(err, &ae) || ae.Status != http.StatusBadGateway {
 			return nil, err
 		}
 		if h == nil {

@@ -161,7 +161,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.boxes.busy(b.ID)()
 	rp := &httputil.ReverseProxy{
-		Transport:     rt.transport,
+		Transport:     rt.agent.Transport(),
 		FlushInterval: -1,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"

@@ -3,12 +3,10 @@ package local
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"path"
 	"strconv"
@@ -399,42 +397,29 @@ func (sch *scheduler) process(ctx context.Context, b *store.Box, argv []string, 
 		return res, fmt.Errorf("the box did not start: %w", err)
 	}
 	defer sch.s.boxes.busy(b.ID)()
-	body, _ := json.Marshal(agent.ProcessRequest{Argv: argv, Folder: folder})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://box"+agent.ProcessPath, bytes.NewReader(body))
+	p, err := rt.agent.Process(ctx, agent.ProcessRequest{Argv: argv, Folder: folder})
 	if err != nil {
 		return res, err
 	}
-	resp, err := rt.transport.RoundTrip(req)
-	if err != nil {
-		return res, fmt.Errorf("box agent: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		var e gen.ErrorResponse
-		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e)
-		if e.Error == "" {
-			e.Error = fmt.Sprintf("the box agent answered %d", resp.StatusCode)
-		}
-		return res, errors.New(e.Error)
-	}
+	defer p.Close()
 	tail := &lastBytes{max: maxScheduleOutput}
-	_, err = io.Copy(tail, resp.Body)
+	_, err = io.Copy(tail, p.Output)
 	res.stdout = tail.String()
 	if err != nil {
 		return res, fmt.Errorf("reading the command's output: %w", err)
 	}
-	if msg := resp.Trailer.Get(agent.TrailerError); msg != "" {
-		return res, fmt.Errorf("cannot run %s: %s", argv[0], msg)
-	}
-	res.exitCode, err = strconv.Atoi(resp.Trailer.Get(agent.TrailerExitCode))
-	if err != nil {
+	st, err := p.Wait()
+	var ae *agent.Error
+	switch {
+	case errors.As(err, &ae):
+		return res, fmt.Errorf("cannot run %s: %s", argv[0], ae.Message)
+	case errors.Is(err, agent.ErrExitUnknown):
 		return res, errors.New("the command's outcome was lost")
+	case err != nil:
+		return res, err
 	}
-	res.cpuNs, _ = strconv.ParseInt(resp.Trailer.Get(agent.TrailerCPU), 10, 64)
-	res.memPeak, _ = strconv.ParseInt(resp.Trailer.Get(agent.TrailerMemoryPeak), 10, 64)
-	if raw, err := base64.StdEncoding.DecodeString(resp.Trailer.Get(agent.TrailerStderr)); err == nil {
-		res.stderr = string(raw)
-	}
+	res.exitCode, res.stderr = st.ExitCode, st.Stderr
+	res.cpuNs, res.memPeak = st.CPU.Nanoseconds(), st.MemoryPeak
 	return res, nil
 }
 

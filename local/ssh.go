@@ -12,9 +12,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -295,9 +293,7 @@ func (s *Server) sshRun(ss gssh.Session, start *session.Start, winCh <-chan gssh
 	}
 	defer s.boxes.busy(b.ID)()
 	start.Cwd = "/workspace/home"
-	sess, err := session.Dial(ctx, "ws://box/v2/box/"+url.PathEscape(b.ID)+"/exec-session", start, &session.Options{
-		HTTPClient: &http.Client{Transport: rt.transport},
-	})
+	sess, err := rt.agent.Session(ctx, start)
 	if err != nil {
 		return fail(err.Error())
 	}

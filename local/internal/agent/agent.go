@@ -1,8 +1,12 @@
 // Package agent is the in-box agent: boxd's own binary re-executed as the
 // first process inside a box's sandbox. It serves the data-plane part of the
-// Box API (exec, code, files, and later git and sessions) over a unix socket
-// that boxd proxies to, and everything it touches it sees from inside the
-// box, so paths and symlinks resolve in the box's view.
+// Box API (exec, code, files, sessions) and boxd's internal routes (processes
+// whose output boxd streams, bridges to the box's ports) over a unix socket,
+// and everything it touches it sees from inside the box, so paths and
+// symlinks resolve in the box's view.
+//
+// Client, beside the server, is boxd's side: every request boxd makes to an
+// agent is built there and every answer read there, into one error type.
 package agent
 
 import (
