@@ -250,10 +250,10 @@ func (rs *runs) begin(b *store.Box, spec *runSpec) (*agentRun, error) {
 	if rs.closed {
 		return nil, errdefs.Unavailable("boxd is shutting down")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(rs.s.ctx)
 	if spec.timeout > 0 {
 		cancel()
-		ctx, cancel = context.WithTimeout(context.Background(), spec.timeout)
+		ctx, cancel = context.WithTimeout(rs.s.ctx, spec.timeout)
 	}
 	r := &agentRun{id: newID("run-"), box: b, spec: spec, ctx: ctx, cancel: cancel, out: newRelay(), start: time.Now()}
 	rec := &store.Run{ID: r.id, BoxID: b.ID, Type: "agent", Status: "running", ScheduleID: spec.scheduleID, Prompt: spec.prompt, Model: b.Model, CreatedAt: r.start.Unix(), Seq: r.start.UnixNano()}
@@ -744,7 +744,7 @@ func (s *Server) deliverWebhook(boxID string, wh *gen.Webhook, payload any) {
 		if attempt > 0 {
 			time.Sleep(time.Duration(attempt) * 500 * time.Millisecond)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, wh.URL, bytes.NewReader(body))
 		if err != nil {
 			cancel()

@@ -101,7 +101,7 @@ func (m *boxes) warm(b *store.Box) {
 	m.bg.Add(1)
 	go func() {
 		defer m.bg.Done()
-		if _, err := m.ensure(context.Background(), b, true); err != nil && !errors.Is(err, errBoxNotFound) && !errors.Is(err, errClosing) && !errors.Is(err, errPausedCold) {
+		if _, err := m.ensure(m.srv.ctx, b, true); err != nil && !errors.Is(err, errBoxNotFound) && !errors.Is(err, errClosing) && !errors.Is(err, errPausedCold) {
 			m.srv.log.Warn("box did not start", "box", b.ID, "err", err)
 		}
 	}()
@@ -472,7 +472,7 @@ func (m *boxes) start(b *store.Box) (*sandbox.Sandbox, error) {
 		return nil, err
 	}
 	defer logf.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(m.srv.ctx, 30*time.Second)
 	defer cancel()
 	sb, err := sandbox.Start(ctx, sandbox.Spec{
 		ID:           b.ID,

@@ -111,7 +111,7 @@ func newBrowsers(s *Server) *browsers {
 		tokens: map[string]*linkToken{},
 		cache:  map[string]browser.Action{},
 	}
-	bs.base, bs.cancel = context.WithCancel(context.Background())
+	bs.base, bs.cancel = context.WithCancel(s.ctx)
 	bs.chromium, bs.chromiumErr = findChromium(s.cfg.ChromiumPath, s.cfg.Isolation)
 	bs.recs = newRecordings(bs)
 	return bs
@@ -338,7 +338,7 @@ func (bs *browsers) launch(ctx context.Context, rt *runtime, b *store.Box, bb *b
 		port = 0
 	}
 	argv := append([]string{"sh", "-c", launchScript, "sh", bs.chromium}, chromiumFlags(port)...)
-	pctx, stop := context.WithCancel(context.Background())
+	pctx, stop := context.WithCancel(bs.s.ctx)
 	p, err := rt.agent.Process(pctx, agent.ProcessRequest{Argv: argv, MergeStderr: true})
 	if err != nil {
 		stop()

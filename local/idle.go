@@ -110,7 +110,7 @@ func (m *boxes) idleCheck(r *runtime) {
 	if err != nil || b.KeepAlive || b.Status == "paused" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(m.srv.ctx, time.Minute)
 	defer cancel()
 	if err := m.pause(ctx, r.id); err != nil {
 		m.srv.log.Warn("idle pause failed", "box", r.id, "err", err)

@@ -122,7 +122,7 @@ func (in *inits) launchLocked(id string, run *initRun) {
 	if err != nil || b.InitCommand == "" {
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(in.s.ctx)
 	run.stop = cancel
 	in.wg.Add(1)
 	go func() {

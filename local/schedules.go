@@ -155,7 +155,7 @@ type armedSchedule struct {
 type inflight struct{ runID string }
 
 func newScheduler(s *Server) *scheduler {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(s.ctx)
 	return &scheduler{s: s, ctx: ctx, cancel: cancel, armed: map[string]*armedSchedule{}, running: map[string]*inflight{}}
 }
 

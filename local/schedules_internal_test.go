@@ -146,3 +146,23 @@ func TestDeleteBoxDeletesRecordings(t *testing.T) {
 		t.Errorf("recordings after the delete: %d records, %v; want the other box's one", len(all), err)
 	}
 }
+
+// TestCloseEndsTheLifetime: the contexts boxd makes for its own work
+// derive from the server's, which ends with Close; a second Close is a
+// no-op.
+func TestCloseEndsTheLifetime(t *testing.T) {
+	s, _ := internalServer(t)
+	ctx := s.ctx
+	if ctx.Err() != nil {
+		t.Fatal("the server's context ended before Close")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if ctx.Err() == nil {
+		t.Error("the server's context goes on after Close")
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("a second Close: %v", err)
+	}
+}

@@ -29,6 +29,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -215,6 +216,16 @@ type Server struct {
 	// the order New registered them.
 	boxDeleted []func(id string)
 
+	// ctx is boxd's lifetime: every context boxd makes for work of its
+	// own (a run, a start, a pause, a schedule, an init command) derives
+	// from it, and it ends once Close has closed every part.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// closers are the parts' closes, which Close runs in reverse order of
+	// their start, and closeErr what closing the store returned.
+	closers  []func()
+	closeErr error
+
 	unenforcedOnce sync.Once
 
 	// ports are those boxd's API is served on, as learnt from Serve and
@@ -312,6 +323,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("boxd: %w", err)
 	}
 	s.db = db
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.onClose(func() { s.closeErr = s.db.Close() })
 	// Processes a killed boxd left behind (a paused box's frozen sandbox
 	// outlives its parent) end now, before any box starts again.
 	if boxes, err := db.Boxes(); err == nil {
@@ -320,18 +333,28 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	if s.net, err = newNetwork(s); err != nil {
-		db.Close()
+		s.Close()
 		return nil, fmt.Errorf("boxd: %w", err)
 	}
+	// The parts start in the order of what they use, and Close closes them
+	// in the reverse order.
+	s.onClose(s.net.close)
 	s.boxes = newBoxes(s)
-	s.runs = newRuns(s)
-	s.inits = newInits(s)
-	s.webhookClient = &http.Client{Timeout: 30 * time.Second}
+	s.onClose(s.boxes.closeAll)
 	s.browsers = newBrowsers(s)
+	s.onClose(s.browsers.close)
+	s.webhookClient = &http.Client{Timeout: 30 * time.Second}
+	s.runs = newRuns(s)
+	s.onClose(s.runs.closeAll)
+	s.inits = newInits(s)
+	s.onClose(s.inits.closeAll)
 	s.handler = s.withPreviews(s.routes())
 	// Stored schedules get their timers back (schedules.go).
 	s.schedules = newScheduler(s)
 	s.schedules.start()
+	s.onClose(s.schedules.close)
+	// The SSH servers that ServeSSH starts later close first.
+	s.onClose(s.closeSSH)
 	s.onBoxDeleted(s.inits.stop) // one that a racing start began
 	s.onBoxDeleted(s.schedules.forgetBox)
 	s.onBoxDeleted(s.browsers.recs.forgetBox)
@@ -453,18 +476,20 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 // Close stops every box's processes and closes the database. Box files and
 // records stay, and a new Server on the same data directory picks them up.
 func (s *Server) Close() error {
-	var err error
 	s.closeOnce.Do(func() {
-		s.closeSSH()
-		s.schedules.close()
-		s.inits.closeAll()
-		s.runs.closeAll()
-		s.browsers.close()
-		s.boxes.closeAll()
-		s.net.close()
-		err = s.db.Close()
+		for _, c := range slices.Backward(s.closers) {
+			c()
+		}
+		// Whatever of boxd's own work is left ends now.
+		s.cancel()
 	})
-	return err
+	return s.closeErr
+}
+
+// onClose registers close to be run by Close, before those registered
+// earlier: New registers each part's as it starts it.
+func (s *Server) onClose(close func()) {
+	s.closers = append(s.closers, close)
 }
 
 func (s *Server) layout(id string) sandbox.Layout {
