@@ -211,6 +211,10 @@ func (m *boxes) dialAgent(ctx context.Context, r *runtime) (net.Conn, error) {
 		if !errors.Is(err, sandbox.ErrAgentGone) || attempt > 0 || ctx.Err() != nil {
 			return c, err
 		}
+		// The old sandbox is wholly gone before the box runs again: it
+		// stays the box's, so that no call starts another meanwhile,
+		// until Kill has ended and reaped every process of it.
+		sb.Kill()
 		r.mu.Lock()
 		current := r.sb == sb
 		if current {
@@ -223,7 +227,6 @@ func (m *boxes) dialAgent(ctx context.Context, r *runtime) (net.Conn, error) {
 				msg = hungMessage
 			}
 			m.srv.logf(r.id, "warn", "system", msg)
-			sb.Kill()
 			r.agent.CloseIdleConnections()
 		}
 	}

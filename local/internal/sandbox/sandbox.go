@@ -528,6 +528,7 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	s.cmd = cmd
 	go func() {
 		s.err = cmd.Wait()
+		s.awaitInit()
 		s.cleanup()
 		close(s.done)
 	}()
@@ -937,7 +938,21 @@ func (s *Sandbox) Resume() error {
 	return nil
 }
 
-// Kill ends every process of the sandbox and waits for it to exit.
+// Kill ends every process of the sandbox and waits until all of them are
+// gone: killed and reaped. Only then is Done closed, so a box whose
+// sandbox is replaced never runs its next one beside what is left of the
+// last.
+//
+// With bubblewrap the sandbox's first process is the init of its PID
+// namespace, and its parent is bubblewrap's launcher, boxd's child. The
+// init is killed first, through its pidfd: it then never reports anything
+// to the launcher, and the kernel ends every other process of the
+// namespace before the init itself exits. The launcher reaps the init and
+// exits, and boxd reaps the launcher. The launcher is left to do that: one
+// killed before it has reaped the init (on a busy machine it may not have
+// run yet) leaves the init to whoever adopts it, the host's init, which
+// reaps it when it gets to it. Only a launcher that has not exited within
+// launcherGrace is killed (see awaitInit for what follows).
 func (s *Sandbox) Kill() {
 	select {
 	case <-s.done:
@@ -951,32 +966,78 @@ func (s *Sandbox) Kill() {
 	}
 	s.paused = false
 	s.mu.Unlock()
-	if s.group != nil {
+	known := s.spec.Mode == ModeBwrap && s.killInit()
+	switch {
+	case s.group != nil:
 		s.group.Kill()
-	} else {
-		// With bubblewrap the PID namespace ends with its init; without
-		// isolation the agent's children have process groups of their
-		// own and would otherwise outlive it.
+	case !known:
+		// Without isolation the agent's children have process groups of
+		// their own and would otherwise outlive it. (With bubblewrap the
+		// PID namespace ends with its init.)
 		(&signalFreezer{pid: s.init}).kill()
 	}
-	s.killInit()
-	_ = s.cmd.Process.Kill() // the launcher: os/exec knows whether it is gone
+	if !known {
+		// No pidfd of bubblewrap's init (Start failed before it had one),
+		// or no isolation, where the launcher is the agent itself.
+		s.killInit()
+		_ = s.cmd.Process.Kill() // os/exec knows whether it is gone
+	}
 	select {
 	case <-s.done:
-	case <-time.After(10 * time.Second):
-		s.cleanup()
+		return
+	case <-time.After(launcherGrace):
 	}
+	_ = s.cmd.Process.Kill()
+	<-s.done
 }
 
+// launcherGrace is how long Kill lets bubblewrap's launcher take to reap
+// the sandbox's init and exit before it kills the launcher.
+const launcherGrace = 10 * time.Second
+
+// orphanWait bounds how long the end of a sandbox waits for its init to be
+// reaped by the host's init, once the launcher has left it (awaitInit).
+const orphanWait = 10 * time.Second
+
 // killInit sends SIGKILL to the sandbox's first process, through a pidfd
-// taken at start, so that a pid reused since can never be hit.
-func (s *Sandbox) killInit() {
+// taken at start, so that a pid reused since can never be hit. It reports
+// whether it had the pidfd.
+func (s *Sandbox) killInit() bool {
 	s.fdMu.Lock()
 	defer s.fdMu.Unlock()
 	if s.initFD == nil {
-		return
+		return false
 	}
 	pidfdKill(s.initFD)
+	return true
+}
+
+// awaitInit runs once bubblewrap's launcher has exited, and returns when
+// the sandbox's init has been reaped too. The launcher reaps it before it
+// exits, except when the agent exited first (bubblewrap then exits with
+// the agent's status at once, and leaves its init, and whatever still
+// runs in the box, behind) or when Kill had to kill the launcher. The init
+// is then an orphan: it is killed, which ends its PID namespace, and is
+// reaped here when boxd has adopted it (boxd is PID 1, or a subreaper),
+// or waited for, for at most orphanWait, while the host's init reaps it.
+func (s *Sandbox) awaitInit() {
+	if s.spec.Mode != ModeBwrap {
+		return // the launcher is the agent, reaped by cmd.Wait
+	}
+	s.fdMu.Lock()
+	f := s.initFD // closed by cleanup, which runs after this
+	s.fdMu.Unlock()
+	if f == nil {
+		return
+	}
+	if pidfdReaped(f) {
+		return
+	}
+	pidfdKill(f)
+	deadline := time.Now().Add(orphanWait)
+	for !pidfdReaped(f) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // cleanup releases what the sandbox held once it has exited: whatever is

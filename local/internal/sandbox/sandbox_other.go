@@ -21,6 +21,7 @@ func openPath(string) (*os.File, error)         { return nil, errNotLinux }
 func launcherAttr() *syscall.SysProcAttr        { return nil }
 func pidfdOpen(int) (*os.File, error)           { return nil, errNotLinux }
 func pidfdKill(*os.File)                        {}
+func pidfdReaped(*os.File) bool                 { return true }
 func ownedBy(string, int) (bool, error)         { return false, errNotLinux }
 func setNoFile(uint64, uint64) error            { return errNotLinux }
 func noFileHard() (uint64, error)               { return 0, errNotLinux }

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"os"
 	"syscall"
 
@@ -84,4 +85,24 @@ func (s *signalFreezer) signal(sig syscall.Signal) {
 	for _, p := range append([]int{s.pid}, proc.Descendants(s.pid)...) {
 		_ = syscall.Kill(p, sig)
 	}
+}
+
+// pidfdReaped reports whether the process of pidfd f has been reaped (a
+// zombie has not). One that is boxd's own child is reaped here: boxd
+// adopts orphans when it is PID 1 or a subreaper.
+func pidfdReaped(f *os.File) bool {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return true
+	}
+	reaped := false
+	_ = rc.Control(func(fd uintptr) {
+		var info unix.Siginfo
+		if unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG, nil) == nil && info.Signo == int32(unix.SIGCHLD) {
+			reaped = true
+			return
+		}
+		reaped = errors.Is(unix.PidfdSendSignal(int(fd), 0, nil, 0), unix.ESRCH)
+	})
+	return reaped
 }
