@@ -147,6 +147,65 @@ func BombLayer(t testing.TB, name string, size int64) v1.Layer {
 	return l
 }
 
+// SparseLayer returns a layer of one file, name, that a tar reader reads
+// as size zero bytes although the archive holds none of them: a PAX
+// header says it is a GNU sparse file (format 0.1) of that real size with
+// no data blocks. The archive is a few KiB, whatever size is.
+func SparseLayer(t testing.TB, name string, size int64) v1.Layer {
+	t.Helper()
+	// The file's own header, with no data: written by archive/tar, which
+	// writes no sparse records of its own.
+	var file bytes.Buffer
+	tw := tar.NewWriter(&file)
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Typeflag: tar.TypeReg, Format: tar.FormatUSTAR}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var records bytes.Buffer
+	for _, kv := range [][2]string{{"GNU.sparse.major", "0"}, {"GNU.sparse.minor", "1"}, {"GNU.sparse.numblocks", "0"}, {"GNU.sparse.realsize", strconv.FormatInt(size, 10)}} {
+		rec := " " + kv[0] + "=" + kv[1] + "\n"
+		// A record's length counts its own digits.
+		n := len(rec)
+		for len(strconv.Itoa(n))+len(rec) != n {
+			n = len(strconv.Itoa(n)) + len(rec)
+		}
+		records.WriteString(strconv.Itoa(n) + rec)
+	}
+	// The extended header's own block: the file's header with type 'x',
+	// another name, the records' size, and its checksum again.
+	pax := bytes.Clone(file.Bytes()[:512])
+	copy(pax[0:100], make([]byte, 100))
+	copy(pax[0:100], "PaxHeaders/"+name)
+	pax[156] = tar.TypeXHeader
+	copy(pax[124:136], fmt.Sprintf("%011o\x00", records.Len()))
+	copy(pax[148:156], "        ")
+	var sum int64
+	for _, c := range pax {
+		sum += int64(c)
+	}
+	copy(pax[148:156], fmt.Sprintf("%06o\x00 ", sum))
+	var raw bytes.Buffer
+	raw.Write(pax)
+	raw.Write(records.Bytes())
+	raw.Write(make([]byte, (512-records.Len()%512)%512))
+	raw.Write(file.Bytes()[:512])
+	raw.Write(make([]byte, 1024)) // the archive's end
+	// The layer is a tar reader's reading of it: size zero bytes.
+	if h, err := tar.NewReader(bytes.NewReader(raw.Bytes())).Next(); err != nil || h.Size != size || h.Name != name {
+		t.Fatalf("SparseLayer: a tar reader reads %+v, %v", h, err)
+	}
+	b := raw.Bytes()
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(b)), nil
+	}, tarball.WithCompressionLevel(gzip.BestSpeed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // bombDiffIDs keeps the digests of the bombs' archives, which take a
 // while to hash: head → its archive's digest (the header names the size).
 var bombDiffIDs sync.Map

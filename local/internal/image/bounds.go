@@ -20,7 +20,8 @@ var ErrTooLarge = errors.New("too large")
 var ErrNoSpace = errors.New("not enough free disk space")
 
 // sized is an image whose layers, uncompressed, stop with ErrTooLarge
-// past max bytes in all.
+// past max bytes in all: what their archives hold (what they unpack to is
+// bounded by room).
 type sized struct {
 	v1.Image
 	max  int64
@@ -69,10 +70,14 @@ func (r *sizedReader) Read(p []byte) (int, error) {
 }
 
 // room keeps minFree bytes free on dir's file system while a pull
-// unpacks there.
+// unpacks there, and stops the unpack past max bytes written in all: what
+// the layers' archives read as, which is not bounded by their size (a
+// sparse entry reads as as many zeros as its header says).
 type room struct {
 	dir     string
 	minFree int64
+	max     int64
+	total   int64 // bytes written so far
 	since   int64 // bytes written since the last look
 }
 
@@ -87,6 +92,9 @@ const (
 // wrote counts n bytes written, and looks at the free space once enough
 // were since the last look.
 func (r *room) wrote(n int64) error {
+	if r.total += n; r.max > 0 && r.total > r.max {
+		return fmt.Errorf("%w: its layers unpack to more than %s, the most boxd unpacks of an image", ErrTooLarge, sizeText(r.max))
+	}
 	if r.since += n; r.since < checkEvery {
 		return nil
 	}

@@ -492,7 +492,7 @@ func (s *Store) pull1(ctx context.Context, ref string) (*Image, error) {
 	if err := os.Mkdir(rootfs, 0o755); err != nil {
 		return fail(err)
 	}
-	size, err := unpack(rootfs, mutate.Extract(&sized{Image: img, max: s.opts.MaxSize}), &room{dir: tmp, minFree: s.opts.MinFree})
+	size, err := unpack(rootfs, mutate.Extract(&sized{Image: img, max: s.opts.MaxSize}), &room{dir: tmp, minFree: s.opts.MinFree, max: s.opts.MaxSize})
 	if err != nil {
 		return fail(err)
 	}

@@ -643,6 +643,24 @@ func TestBombIsRefusedBySize(t *testing.T) {
 	}
 }
 
+// TestSparseEntryIsRefusedBySize: a layer of a few KiB whose one entry a
+// tar reader reads as 1 GiB of zeros (a GNU sparse file with no data) is
+// refused by what it would write, not let through because its archive is
+// small.
+func TestSparseEntryIsRefusedBySize(t *testing.T) {
+	reg := ocitest.NewRegistry(t)
+	sparse := ocitest.SparseLayer(t, "zeros", 1<<30)
+	ref, _ := reg.Push(t, "test/sparse:1", v1.Config{}, sparse)
+	s, dir := open(t, image.Options{MaxSize: 64 << 20})
+	_, err := s.Get(bound(t), ref)
+	if !errors.Is(err, image.ErrTooLarge) || !strings.Contains(err.Error(), "64.0 MiB") {
+		t.Fatalf("pull of a sparse entry of 1 GiB = %v, want ErrTooLarge naming the bound", err)
+	}
+	if got := ocitest.Unpacked(t, dir); !cmp.Equal(got, []string{"format", "roots/", "tmp/"}) {
+		t.Errorf("the store kept %v after a refused pull", got)
+	}
+}
+
 // TestHugeManifestIsRefused: a registry that serves a manifest of 5 MiB
 // (a real one, then spaces: still the same JSON), with its Content-Length
 // or without one, fails the pull with ErrTooLarge, having read at most

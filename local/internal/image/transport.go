@@ -249,11 +249,32 @@ func refuse(ip netip.Addr) error {
 	return fmt.Errorf("%w: %s is %s; a pull connects to such an address only at the registry its reference names, never by a redirect or at another host", ErrAddressRefused, ip, why)
 }
 
+// Address ranges that refusal decodes or refuses besides those netip
+// names.
+var (
+	nat64       = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour   = netip.MustParsePrefix("2002::/16")
+	sharedSpace = netip.MustParsePrefix("100.64.0.0/10")
+)
+
 // refusal says what ip is, when it is of this machine or of its
 // networks, or returns "".
 func refusal(ip netip.Addr) string {
 	ip = ip.Unmap().WithZone("")
+	// An IPv4 address carried in IPv6 (NAT64, 6to4) reaches that IPv4
+	// address: it is what is checked.
+	if ip.Is6() {
+		b := ip.As16()
+		switch {
+		case nat64.Contains(ip):
+			ip = netip.AddrFrom4([4]byte(b[12:16]))
+		case sixToFour.Contains(ip):
+			ip = netip.AddrFrom4([4]byte(b[2:6]))
+		}
+	}
 	switch {
+	case sharedSpace.Contains(ip):
+		return "a carrier-grade NAT address (where some clouds serve instance metadata)"
 	case ip.IsUnspecified():
 		return "unspecified (this machine)"
 	case ip.IsLoopback():
