@@ -27,7 +27,12 @@ func listPages(r *modeltest.Request) modeltest.Reply {
 	call := func(namespace, name string) modeltest.Reply {
 		return modeltest.Reply{Text: "Looking at the browser.", Tool: &modeltest.ToolCall{Namespace: namespace, Name: name, Input: map[string]any{}}}
 	}
+	waited := lastToolCalled(r) == waitForMCP
 	switch {
+	case r.HasToolResult && waited && tool != "":
+		return call("", tool)
+	case r.HasToolResult && waited:
+		return modeltest.Reply{Text: "no browser after waiting: " + r.ToolResult}
 	case r.HasToolResult:
 		return modeltest.Reply{Text: "The pages are: " + r.ToolResult}
 	case strings.Contains(r.SearchedTools, `"name":"mcp__chrome_devtools"`) && strings.Contains(r.SearchedTools, `"name":"list_pages"`):
@@ -38,8 +43,37 @@ func listPages(r *modeltest.Request) modeltest.Reply {
 		return call("", tool)
 	case r.HasTool("tool_search"):
 		return modeltest.Reply{Text: "Looking for a browser tool.", ToolSearch: "list pages open in the browser"}
+	case r.HasTool(waitForMCP):
+		// Claude Code offers this while its MCP servers still start (on a
+		// busy machine), and a model calls it to get their tools.
+		return call("", waitForMCP)
 	}
 	return modeltest.Reply{Text: "no browser"}
+}
+
+// waitForMCP is Claude Code's tool that waits for its MCP servers to
+// connect; with no input it waits for all of them.
+const waitForMCP = "WaitForMcpServers"
+
+// lastToolCalled is the name of the tool the model called last in an
+// Anthropic Messages request's conversation, or "".
+func lastToolCalled(r *modeltest.Request) string {
+	msgs, _ := r.Body["messages"].([]any)
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m, _ := msgs[i].(map[string]any)
+		if m["role"] != "assistant" {
+			continue
+		}
+		content, _ := m["content"].([]any)
+		name := ""
+		for _, c := range content {
+			if part, _ := c.(map[string]any); part["type"] == "tool_use" {
+				name, _ = part["name"].(string)
+			}
+		}
+		return name
+	}
+	return ""
 }
 
 // TestAgentCLIsUseTheBrowser: on a browser box, each real agent CLI
@@ -73,6 +107,7 @@ func TestAgentCLIsUseTheBrowser(t *testing.T) {
 			if _, err := b.Browser.Tabs.Create(ctx, "data:text/html,<title>"+marker+"</title>", nil); err != nil {
 				t.Fatal(err)
 			}
+			before := len(models.Requests())
 			got := streamRun(t, b, &box.AgentParams{Prompt: "Which pages are open in the browser?"})
 			if got.err != nil {
 				t.Fatalf("stream: %v", got.err)
@@ -83,6 +118,12 @@ func TestAgentCLIsUseTheBrowser(t *testing.T) {
 					offered = reqs[len(reqs)-1].Tools
 				}
 				t.Errorf("result %q; the tools offered last: %v", got.run.Result, offered)
+			}
+			for _, r := range agentRequestsSince(models, before) {
+				if lastToolCalled(r) == waitForMCP {
+					t.Logf("%s's MCP servers were still starting: the model waited for them", tc.bin)
+					break
+				}
 			}
 			if err := b.Delete(ctx); err != nil { // its Chromium goes with it
 				t.Fatal(err)
