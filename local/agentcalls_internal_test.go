@@ -77,15 +77,7 @@ func TestAttachmentAgentFailure(t *testing.T) {
 // to start, with an answer that has no message of its own, fails with a
 // message that says so, not an empty one.
 func TestRunAgentErrorNotEmpty(t *testing.T) {
-	iso := IsolationBwrap
-	if CheckIsolation() != nil {
-		iso = IsolationNone
-	}
-	s, err := New(Config{DataDir: t.TempDir(), APIKey: "k", Isolation: iso, Clock: &manualClock{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, _ := internalServer(t)
 	do := func(method, path, body string) *httptest.ResponseRecorder {
 		t.Helper()
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
