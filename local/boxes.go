@@ -75,6 +75,8 @@ func (r *runtime) lockUnheld(ctx context.Context) error {
 // boxes manages the runtimes of all boxes.
 type boxes struct {
 	srv *Server
+	// uids are the locks on the host uids of this boxd's boxes.
+	uids uidLocks
 
 	mu sync.Mutex
 	// rt holds the runtime of each box that has been used, and the
@@ -274,10 +276,13 @@ func (m *boxes) owner(id string) (int, error) {
 		return 0, nil
 	}
 	if uid, err := m.srv.db.UID(id); err == nil {
+		if !m.uids.lock(uint32(uid)) {
+			m.srv.log.Warn("another boxd of this machine holds the host uid of a box of this one", "box", id, "uid", uid)
+		}
 		return int(uid), nil
 	}
 	live := proc.UIDs()
-	uid, err := m.srv.db.ReserveUID(id, boxUIDFirst, boxUIDCount, func(uid uint32) bool { return live[uid] })
+	uid, err := m.srv.db.ReserveUID(id, boxUIDFirst, boxUIDCount, func(uid uint32) bool { return live[uid] || !m.uids.lock(uid) })
 	if err != nil {
 		return 0, fmt.Errorf("host uid for the box: %w", err)
 	}
@@ -644,6 +649,7 @@ func (m *boxes) destroy(id string, drop func() error) error {
 
 // remove does destroy's work on runtime r, marked deleted.
 func (m *boxes) remove(id string, r *runtime, sb *sandbox.Sandbox, starting chan struct{}, drop func() error) error {
+	uid, uidErr := m.srv.db.UID(id)
 	if sb != nil {
 		sb.Kill()
 	}
@@ -677,6 +683,9 @@ func (m *boxes) remove(id string, r *runtime, sb *sandbox.Sandbox, starting chan
 	// creation failed has no record to take it with it).
 	if err := m.srv.db.ReleaseUID(id); err != nil {
 		m.srv.log.Warn("cannot release the box's host uid", "box", id, "err", err)
+	}
+	if uidErr == nil {
+		m.uids.unlock(uid)
 	}
 	return nil
 }

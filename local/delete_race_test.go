@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -359,4 +360,44 @@ func liveProcs() []liveProc {
 		out = append(out, p)
 	}
 	return out
+}
+
+// TestServersNeverShareAUID: two boxd of one machine (here two servers in
+// one process) each keep their own record of the host uids they gave.
+// While a box of one had no process (its sandbox gone, to start again at
+// its next call), the other gave its uid to a box of its own, and once
+// both ran, a box ran as another. A box's uid is now its alone on the
+// machine for as long as the box exists.
+func TestServersNeverShareAUID(t *testing.T) {
+	if isolation(t) != local.IsolationBwrap || os.Geteuid() != 0 {
+		t.Skip("boxes have host uids of their own only as root with bubblewrap")
+	}
+	first := boxtest.NewServer(t)
+	a := newBox(t, first, nil)
+	mustExec(t, a, "true")
+	uid := ownerOf(t, filepath.Join(first.DataDir(), "boxes", a.ID(), "fs"))
+	// Its sandbox dies (as a crash or a kill would end it): nothing runs
+	// as its uid until its next call.
+	for _, p := range liveProcs() {
+		if p.uid == uid || p.box == a.ID() {
+			_ = syscall.Kill(p.pid, syscall.SIGKILL)
+		}
+	}
+	if !waitFor(10*time.Second, func() bool {
+		for _, p := range liveProcs() {
+			if p.uid == uid {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("processes of uid %d outlive SIGKILL", uid)
+	}
+	second := boxtest.NewServer(t)
+	b := newBox(t, second, nil)
+	if got := ownerOf(t, filepath.Join(second.DataDir(), "boxes", b.ID(), "fs")); got == uid {
+		t.Errorf("a box of another boxd has host uid %d, the uid of box %s, whose sandbox is down", got, a.ID())
+	}
+	// The first box runs again, as its own uid.
+	mustExec(t, a, "true")
 }

@@ -340,6 +340,7 @@ func New(cfg Config) (*Server, error) {
 	// in the reverse order.
 	s.onClose(s.net.close)
 	s.boxes = newBoxes(s)
+	s.onClose(s.boxes.uids.closeAll) // once the boxes' processes are gone
 	s.onClose(s.boxes.closeAll)
 	s.browsers = newBrowsers(s)
 	s.onClose(s.browsers.close)
