@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -380,7 +379,9 @@ func TestServersNeverShareAUID(t *testing.T) {
 	// as its uid until its next call.
 	for _, p := range liveProcs() {
 		if p.uid == uid || p.box == a.ID() {
-			_ = syscall.Kill(p.pid, syscall.SIGKILL)
+			if proc, err := os.FindProcess(p.pid); err == nil {
+				_ = proc.Kill()
+			}
 		}
 	}
 	if !waitFor(10*time.Second, func() bool {
