@@ -93,7 +93,12 @@ func Layer(t testing.TB, entries ...Entry) v1.Layer {
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	raw := buf.Bytes()
+	return tarLayer(t, buf.Bytes())
+}
+
+// tarLayer returns a gzipped layer of the tar archive raw.
+func tarLayer(t testing.TB, raw []byte) v1.Layer {
+	t.Helper()
 	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(raw)), nil
 	}, tarball.WithCompressionLevel(gzip.BestSpeed))
@@ -196,14 +201,7 @@ func SparseLayer(t testing.TB, name string, size int64) v1.Layer {
 	if h, err := tar.NewReader(bytes.NewReader(raw.Bytes())).Next(); err != nil || h.Size != size || h.Name != name {
 		t.Fatalf("SparseLayer: a tar reader reads %+v, %v", h, err)
 	}
-	b := raw.Bytes()
-	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(b)), nil
-	}, tarball.WithCompressionLevel(gzip.BestSpeed))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
+	return tarLayer(t, raw.Bytes())
 }
 
 // bombDiffIDs keeps the digests of the bombs' archives, which take a
