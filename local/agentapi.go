@@ -16,6 +16,7 @@ import (
 
 	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/agent"
+	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/egress"
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/harnesses"
@@ -157,17 +158,17 @@ func (c *controlPlane) prepareRun(ctx context.Context, id string, spec *runSpec)
 	if b.Ephemeral {
 		return nil, errdefs.Invalid("ephemeral boxes have no agent")
 	}
-	inv, err := harnessCommand(b, harnessInput{prompt: spec.prompt, options: spec.options, schema: spec.schemaDoc}, c.s.boxEnv(b), c.s.boxProviderURLs())
+	inv, err := harnessCommand(b, harnessInput{prompt: spec.prompt, options: spec.options, schema: spec.schemaDoc}, core.Env(b), c.s.boxProviderURLs())
 	if err != nil {
 		return nil, err
 	}
 	// A managed CLI that is not installed fails now, not mid-stream.
 	if inv.mapper != nil {
-		rt, err := c.s.boxes.ensureRunning(ctx, b)
+		rt, err := c.s.core.EnsureRunning(ctx, b)
 		if err != nil {
 			return nil, err
 		}
-		res, err := rt.agent.Exec(ctx, []string{"sh", "-c", `command -v "$0" >/dev/null`, inv.binary}, "")
+		res, err := rt.Exec(ctx, []string{"sh", "-c", `command -v "$0" >/dev/null`, inv.binary}, "")
 		var ae *agent.Error
 		switch {
 		case errors.As(err, &ae) && ae.Status >= 500:
@@ -264,7 +265,7 @@ func (c *controlPlane) ConfigureModel(ctx context.Context, req gen.ConfigureMode
 	if err != nil {
 		return nil, err
 	}
-	err = c.s.updateBox(b.ID, func(b *store.Box) error {
+	err = c.s.core.UpdateBox(b.ID, func(b *store.Box) error {
 		b.Model = req.Body.Model
 		if b.Agent == "" {
 			b.Agent = inferHarness(b.Model)
@@ -288,7 +289,7 @@ func (c *controlPlane) ConfigureCustomRunner(ctx context.Context, req gen.Config
 	if b.Agent != "custom" {
 		return nil, errdefs.Conflict("Custom harness can only be configured on custom agent boxes")
 	}
-	err = c.s.updateBox(b.ID, func(b *store.Box) error {
+	err = c.s.core.UpdateBox(b.ID, func(b *store.Box) error {
 		b.CustomRunner = raw(req.Body.CustomRunner)
 		return nil
 	})
@@ -390,7 +391,7 @@ func (s *Server) runMCPServers(ctx context.Context, b *store.Box) ([]harnesses.M
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		s.logf(b.ID, "warn", "system", "the agent runs without the browser's MCP server: "+err.Error())
+		s.core.Logf(b.ID, "warn", "system", "the agent runs without the browser's MCP server: "+err.Error())
 		return servers, nil
 	}
 	return append(servers, browserMCP(devtools)), nil

@@ -64,8 +64,7 @@ func TestAttachmentAgentFailure(t *testing.T) {
 		{http.StatusNotFound, `{"error": "no such file or directory: /workspace/home/shot.png"}`, http.StatusBadRequest},
 		{http.StatusForbidden, `{"error": "permission denied: /workspace/home/shot.png"}`, http.StatusBadRequest},
 	} {
-		rt := &runtime{id: "box-test", agent: fakeAgent(t, "box-test", answer(tc.status, tc.body))}
-		g := &gitBox{b: &store.Box{ID: "box-test"}, rt: rt}
+		g := &gitBox{b: &store.Box{ID: "box-test"}, rt: fakeAgent(t, "box-test", answer(tc.status, tc.body))}
 		_, err := g.readFile(t.Context(), "/workspace/home/shot.png")
 		if got := statusOf(err); got != tc.want || !strings.Contains(err.Error(), "attachment /workspace/home/shot.png cannot be read") {
 			t.Errorf("agent answered %d %q: %d %v, want %d", tc.status, tc.body, got, err, tc.want)
@@ -98,12 +97,12 @@ func TestRunAgentErrorNotEmpty(t *testing.T) {
 	}
 	// The box runs; its agent is then one that answers 502 and nothing
 	// more to every request.
-	rt, err := s.boxes.ensureRunning(t.Context(), b)
+	rt, err := s.core.EnsureRunning(t.Context(), b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt.agent.CloseIdleConnections()
-	rt.agent = fakeAgent(t, b.ID, answer(http.StatusBadGateway, ""))
+	rt.CloseIdleConnections()
+	s.core.ReplaceAgent(b.ID, fakeAgent(t, b.ID, answer(http.StatusBadGateway, "")))
 
 	events := do("POST", "/v2/box/"+b.ID+"/run/stream", `{"prompt": "hi"}`).Body.String()
 	_, data, ok := strings.Cut(events, "event: error\ndata: ")

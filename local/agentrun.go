@@ -18,6 +18,7 @@ import (
 
 	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/agent"
+	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/harnesses"
 	"github.com/upstash/box-go/local/internal/store"
@@ -255,7 +256,7 @@ func (rs *runs) begin(b *store.Box, spec *runSpec) (*agentRun, error) {
 		cancel()
 		ctx, cancel = context.WithTimeout(rs.s.ctx, spec.timeout)
 	}
-	r := &agentRun{id: newID("run-"), box: b, spec: spec, ctx: ctx, cancel: cancel, out: newRelay(), start: time.Now()}
+	r := &agentRun{id: core.NewID("run-"), box: b, spec: spec, ctx: ctx, cancel: cancel, out: newRelay(), start: time.Now()}
 	rec := &store.Run{ID: r.id, BoxID: b.ID, Type: "agent", Status: "running", ScheduleID: spec.scheduleID, Prompt: spec.prompt, Model: b.Model, CreatedAt: r.start.Unix(), Seq: r.start.UnixNano()}
 	if err := rs.s.db.PutRun(rec); err != nil {
 		cancel()
@@ -378,7 +379,7 @@ func (rs *runs) execute(r *agentRun, rec *store.Run) {
 	if err := s.db.PutRun(rec); err != nil && !errors.Is(err, store.ErrNotFound) { // not found: the box was deleted
 		s.log.Warn("cannot record run", "run", r.id, "err", err)
 	}
-	_ = s.updateBox(r.box.ID, func(b *store.Box) error {
+	_ = s.core.UpdateBox(r.box.ID, func(b *store.Box) error {
 		b.TotalInputTokens += rec.InputTokens
 		b.TotalOutputTokens += rec.OutputTokens
 		b.TotalPrompts++
@@ -396,7 +397,7 @@ func (rs *runs) execute(r *agentRun, rec *store.Run) {
 		level = "error"
 		msg += ": " + o.errMsg
 	}
-	s.logf(r.box.ID, level, "agent", msg)
+	s.core.Logf(r.box.ID, level, "agent", msg)
 	// The record is written before the stream ends (or fails), so that a
 	// client that saw the end finds the run recorded.
 	if o.errEvent != nil {
@@ -433,11 +434,11 @@ func nonEmptyPtr(s string) *string {
 // from the harness is recorded in o.errMsg instead.
 func (rs *runs) runHarness(r *agentRun, o *outcome) error {
 	s := rs.s
-	rt, err := s.boxes.ensureRunning(r.ctx, r.box)
+	rt, err := s.core.EnsureRunning(r.ctx, r.box)
 	if err != nil {
 		return err
 	}
-	defer s.boxes.busy(r.box.ID)()
+	defer s.core.Busy(r.box.ID)()
 	prompt := r.spec.prompt
 	if len(r.spec.files) > 0 {
 		paths, err := s.writeAttachments(r.ctx, rt, r.id, r.spec.files)
@@ -461,11 +462,11 @@ func (rs *runs) runHarness(r *agentRun, o *outcome) error {
 		}
 		in.mcpConfig = mcpConfigPath
 	}
-	inv, err := harnessCommand(r.box, in, s.boxEnv(r.box), s.boxProviderURLs())
+	inv, err := harnessCommand(r.box, in, core.Env(r.box), s.boxProviderURLs())
 	if err != nil {
 		return err
 	}
-	p, err := rt.agent.Process(r.ctx, agent.ProcessRequest{Argv: inv.argv, Folder: r.spec.folder, Env: inv.env, Stdin: inv.stdin})
+	p, err := rt.Process(r.ctx, agent.ProcessRequest{Argv: inv.argv, Folder: r.spec.folder, Env: inv.env, Stdin: inv.stdin})
 	if err != nil {
 		return err
 	}
@@ -610,7 +611,7 @@ func lastLines(s string, n int) string {
 
 // writeAttachments stores a run's attachments in the box and returns their
 // box paths.
-func (s *Server) writeAttachments(ctx context.Context, rt *runtime, runID string, files []attachment) ([]string, error) {
+func (s *Server) writeAttachments(ctx context.Context, rt *agent.Client, runID string, files []attachment) ([]string, error) {
 	dir := "/tmp/boxd-attachments/" + runID
 	var paths []string
 	seen := map[string]int{}
@@ -630,8 +631,8 @@ func (s *Server) writeAttachments(ctx context.Context, rt *runtime, runID string
 }
 
 // writeBoxFile writes data to path in the box through its agent.
-func (s *Server) writeBoxFile(ctx context.Context, rt *runtime, path string, data []byte) error {
-	if err := rt.agent.WriteFile(ctx, path, bytes.NewReader(data)); err != nil {
+func (s *Server) writeBoxFile(ctx context.Context, rt *agent.Client, path string, data []byte) error {
+	if err := rt.WriteFile(ctx, path, bytes.NewReader(data)); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
@@ -774,5 +775,5 @@ func (s *Server) deliverWebhook(boxID string, wh *gen.Webhook, payload any) {
 			last = fmt.Sprintf("webhook answered %d", resp.StatusCode)
 		}
 	}
-	s.logf(boxID, "warn", "system", last)
+	s.core.Logf(boxID, "warn", "system", last)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/upstash/box-go/gen"
+	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/store"
 )
@@ -149,11 +150,11 @@ func statusOf(err error) int {
 		}
 	}
 	switch {
-	case errors.Is(err, store.ErrNotFound), errors.Is(err, errBoxNotFound):
+	case errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, store.ErrNameTaken):
 		return http.StatusConflict
-	case diskFull(err):
+	case core.DiskFull(err):
 		return http.StatusInsufficientStorage
 	}
 	return http.StatusInternalServerError
@@ -184,11 +185,7 @@ var _ gen.StrictServerInterface = (*controlPlane)(nil)
 func message(m string) gen.MessageResponse { return gen.MessageResponse{Message: &m} }
 
 func (c *controlPlane) box(idOrName string) (*store.Box, error) {
-	b, err := c.s.db.Box(idOrName)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, errdefs.NotFound("box not found")
-	}
-	return b, err
+	return c.s.core.Box(idOrName)
 }
 
 var (
@@ -301,7 +298,7 @@ func (c *controlPlane) create(ctx context.Context, body *gen.CreateBoxRequest, f
 	if err := validateCreate(body); err != nil {
 		return nil, err
 	}
-	if err := c.s.needDisk("create a box"); err != nil {
+	if err := c.s.core.NeedDisk("create a box"); err != nil {
 		return nil, err
 	}
 	imageID, release, err := c.s.images.forCreate(ctx, deref(body.Runtime), deref(body.Browser))
@@ -311,7 +308,7 @@ func (c *controlPlane) create(ctx context.Context, body *gen.CreateBoxRequest, f
 	defer release()
 	now := time.Now()
 	b := &store.Box{
-		ID:            newID("box-"),
+		ID:            core.NewID("box-"),
 		Name:          deref(body.Name),
 		Labels:        body.Labels,
 		Size:          string(derefOr(body.Size, gen.BoxSizeSmall)),
@@ -353,28 +350,8 @@ func (c *controlPlane) create(ctx context.Context, body *gen.CreateBoxRequest, f
 		// On the server's clock, which also times the deletion.
 		b.ExpiresAt = c.s.cfg.Clock.Now().Unix() + derefOr(body.TTL, maxTTL)
 	}
-	// A create that fails leaves nothing behind: no files, no host uid.
-	if err := c.s.boxes.prepare(b); err != nil {
-		_ = c.s.boxes.destroy(b.ID, nil)
-		return nil, fmt.Errorf("prepare box: %w", err)
-	}
-	if fill != nil {
-		if err := fill(b); err != nil {
-			_ = c.s.boxes.destroy(b.ID, nil)
-			return nil, err
-		}
-	}
-	if err := c.s.db.PutBox(b); err != nil {
-		_ = c.s.boxes.destroy(b.ID, nil)
-		if errors.Is(err, store.ErrNameTaken) {
-			return nil, errdefs.Conflict("a box named %q already exists", b.Name)
-		}
+	if err := c.s.core.Create(b, fill); err != nil {
 		return nil, err
-	}
-	c.s.logf(b.ID, "info", "system", "box created")
-	c.s.boxes.warm(b)
-	if b.Ephemeral {
-		c.s.boxes.expireLater(b)
 	}
 	return b, nil
 }
@@ -402,32 +379,12 @@ func (c *controlPlane) GetBox(ctx context.Context, req gen.GetBoxRequestObject) 
 	return gen.GetBox200JSONResponse(boxData(b)), nil
 }
 
-// deleteBox deletes box id: its processes, files and records. Calls that
-// race it lose (see boxes.destroy): once it returns, nothing of the box
-// runs or comes back.
-func (c *controlPlane) deleteBox(id string) error {
-	c.s.inits.stop(id)
-	err := c.s.boxes.destroy(id, func() error {
-		if err := c.s.db.DeleteBox(id); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	for _, fn := range c.s.boxDeleted {
-		fn(id)
-	}
-	return nil
-}
-
 func (c *controlPlane) DeleteBox(ctx context.Context, req gen.DeleteBoxRequestObject) (gen.DeleteBoxResponseObject, error) {
 	b, err := c.box(req.ID)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.deleteBox(b.ID); err != nil {
+	if err := c.s.core.Delete(b.ID); err != nil {
 		return nil, err
 	}
 	return gen.DeleteBox200JSONResponse(message("Box deleted")), nil
@@ -457,7 +414,7 @@ func (c *controlPlane) DeleteBoxes(ctx context.Context, req gen.DeleteBoxesReque
 		}
 	}
 	for _, id := range ids {
-		if err := c.deleteBox(id); err != nil {
+		if err := c.s.core.Delete(id); err != nil {
 			return nil, err
 		}
 	}
@@ -481,7 +438,7 @@ func (c *controlPlane) PauseBox(ctx context.Context, req gen.PauseBoxRequestObje
 		return nil, errdefs.Conflict("Keep-alive boxes cannot be paused")
 	}
 	if b.Status != "paused" {
-		if err := c.s.boxes.pause(ctx, b.ID); err != nil {
+		if err := c.s.core.Pause(ctx, b.ID); err != nil {
 			return nil, err
 		}
 	}
@@ -494,7 +451,7 @@ func (c *controlPlane) ResumeBox(ctx context.Context, req gen.ResumeBoxRequestOb
 		return nil, err
 	}
 	if b.Status == "paused" {
-		if err := c.s.boxes.resume(ctx, b.ID); err != nil {
+		if err := c.s.core.Resume(ctx, b.ID); err != nil {
 			return nil, err
 		}
 	}

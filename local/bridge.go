@@ -8,9 +8,9 @@ import (
 // dialBox connects to port inside box id, through its agent (see
 // agent.Client.DialPort).
 func (s *Server) dialBox(ctx context.Context, id string, port int) (net.Conn, error) {
-	rt := s.boxes.existing(id)
-	if rt == nil {
-		return nil, errBoxNotFound // callers start the box first
+	ac, err := s.core.Agent(id) // callers start the box first
+	if err != nil {
+		return nil, err
 	}
-	return rt.agent.DialPort(ctx, port)
+	return ac.DialPort(ctx, port)
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/upstash/box-go/local/internal/agent"
 	"github.com/upstash/box-go/local/internal/browser"
+	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/egress"
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/sandbox"
@@ -192,9 +193,9 @@ func (bs *browsers) ensure(ctx context.Context, b *store.Box) (*boxBrowser, *bro
 	closed := bs.closed
 	bs.mu.Unlock()
 	if closed {
-		return nil, nil, errClosing
+		return nil, nil, core.ErrClosing
 	}
-	rt, err := bs.s.boxes.ensureRunning(ctx, b)
+	rt, err := bs.s.core.EnsureRunning(ctx, b)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -203,7 +204,7 @@ func (bs *browsers) ensure(ctx context.Context, b *store.Box) (*boxBrowser, *bro
 
 // startIn returns the browser of box b, whose sandbox runs, starting
 // Chromium unless it runs.
-func (bs *browsers) startIn(ctx context.Context, rt *runtime, b *store.Box) (*boxBrowser, *browser.Controller, error) {
+func (bs *browsers) startIn(ctx context.Context, rt *agent.Client, b *store.Box) (*boxBrowser, *browser.Controller, error) {
 	bb := bs.box(b.ID)
 	bb.start.Lock()
 	defer bb.start.Unlock()
@@ -227,7 +228,7 @@ func (bs *browsers) warm(b *store.Box) {
 		return
 	}
 	if bs.chromiumErr != nil {
-		bs.s.logf(b.ID, "warn", "system", "the box's browser cannot start: "+bs.chromiumErr.Error())
+		bs.s.core.Logf(b.ID, "warn", "system", "the box's browser cannot start: "+bs.chromiumErr.Error())
 		return
 	}
 	bs.mu.Lock()
@@ -240,8 +241,8 @@ func (bs *browsers) warm(b *store.Box) {
 		defer bs.warms.Done()
 		// Not ensureRunning: a box paused, stopped or deleted since is
 		// left as it is.
-		rt := bs.s.boxes.existing(b.ID)
-		if rt == nil || !bs.s.boxes.runningNow(b.ID) {
+		rt, ok := bs.s.core.Running(b.ID)
+		if !ok {
 			return
 		}
 		// A failure is in the box's log (launch); the next browser call
@@ -332,14 +333,14 @@ func chromiumFlags(port int) []string {
 const launchScript = `dir="${TMPDIR:-/tmp}/.boxd-chromium"; rm -rf "$dir"; exec "$@" --user-data-dir="$dir" ${HTTP_PROXY:+"--proxy-server=$HTTP_PROXY"} about:blank`
 
 // launch starts Chromium in the box and connects to it.
-func (bs *browsers) launch(ctx context.Context, rt *runtime, b *store.Box, bb *boxBrowser) error {
+func (bs *browsers) launch(ctx context.Context, rt *agent.Client, b *store.Box, bb *boxBrowser) error {
 	port := devtoolsPort
 	if bs.s.cfg.Isolation == sandbox.ModeNone {
 		port = 0
 	}
 	argv := append([]string{"sh", "-c", launchScript, "sh", bs.chromium}, chromiumFlags(port)...)
 	pctx, stop := context.WithCancel(bs.s.ctx)
-	p, err := rt.agent.Process(pctx, agent.ProcessRequest{Argv: argv, MergeStderr: true})
+	p, err := rt.Process(pctx, agent.ProcessRequest{Argv: argv, MergeStderr: true})
 	if err != nil {
 		stop()
 		return fmt.Errorf("starting the browser: %w", err)
@@ -372,7 +373,7 @@ func (bs *browsers) launch(ctx context.Context, rt *runtime, b *store.Box, bb *b
 		if i := strings.LastIndex(msg[:max(0, len(msg)-2000)], "\n"); len(msg) > 2000 && i >= 0 {
 			msg = msg[i+1:]
 		}
-		bs.s.logf(b.ID, "error", "system", "the browser did not start: "+err.Error())
+		bs.s.core.Logf(b.ID, "error", "system", "the browser did not start: "+err.Error())
 		if msg != "" {
 			return fmt.Errorf("the browser did not start: %w; its output ends with: %s", err, msg)
 		}
@@ -403,11 +404,11 @@ func (bs *browsers) launch(ctx context.Context, rt *runtime, b *store.Box, bb *b
 	bb.mu.Lock()
 	bb.ctl, bb.port, bb.path, bb.stop, bb.exited, bb.output = ctl, port, u.Path, stop, exited, out
 	bb.mu.Unlock()
-	bs.s.logf(b.ID, "info", "system", "browser started")
+	bs.s.core.Logf(b.ID, "info", "system", "browser started")
 	go func() {
 		select {
 		case <-exited:
-			bs.s.logf(id, "info", "system", "browser exited")
+			bs.s.core.Logf(id, "info", "system", "browser exited")
 		case <-ctl.Done():
 		}
 		ctl.Close()
@@ -553,7 +554,7 @@ func (bs *browsers) serveCDP(w http.ResponseWriter, r *http.Request) {
 		c, _, err := websocket.Dial(ctx, "ws://"+hostport+target, &websocket.DialOptions{HTTPClient: &http.Client{Transport: tr}})
 		return c, err
 	}
-	defer bs.s.boxes.busy(id)() // a CDP client keeps the box awake
+	defer bs.s.core.Busy(id)() // a CDP client keeps the box awake
 	relayCDP(r.Context(), w, r, dial, ctl.WatchClient(page))
 }
 

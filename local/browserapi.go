@@ -487,7 +487,7 @@ func (bs *browsers) meter(boxID, op string, u browser.Usage) {
 	if u.InputTokens == 0 && u.OutputTokens == 0 {
 		return
 	}
-	bs.s.logf(boxID, "info", "system", fmt.Sprintf("browser %s used %d input and %d output tokens", op, u.InputTokens, u.OutputTokens))
+	bs.s.core.Logf(boxID, "info", "system", fmt.Sprintf("browser %s used %d input and %d output tokens", op, u.InputTokens, u.OutputTokens))
 }
 
 func actionOf(a *gen.BrowserAction) browser.Action {

@@ -87,7 +87,7 @@ func (bs *browsers) serveLiveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer c.CloseNow()
-	defer bs.s.boxes.busy(id)() // someone watches
+	defer bs.s.core.Busy(id)() // someone watches
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	stop := context.AfterFunc(bs.base, cancel)

@@ -2,13 +2,13 @@ package local
 
 import (
 	"context"
-	"errors"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/upstash/box-go/gen"
+	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/store"
 )
@@ -21,7 +21,7 @@ func (c *controlPlane) AddLabel(ctx context.Context, req gen.AddLabelRequestObje
 	}
 	label := req.Body.Label
 	var labels []string
-	err := c.s.updateBox(req.ID, func(b *store.Box) error {
+	err := c.s.core.UpdateBox(req.ID, func(b *store.Box) error {
 		if slices.Contains(b.Labels, label) {
 			return errdefs.Conflict("Label already added")
 		}
@@ -34,14 +34,14 @@ func (c *controlPlane) AddLabel(ctx context.Context, req gen.AddLabelRequestObje
 		return nil
 	})
 	if err != nil {
-		return nil, notFoundAsBox(err)
+		return nil, core.NotFoundAsBox(err)
 	}
 	return gen.AddLabel200JSONResponse{Message: ptr("Label added"), Labels: labels}, nil
 }
 
 func (c *controlPlane) RemoveLabel(ctx context.Context, req gen.RemoveLabelRequestObject) (gen.RemoveLabelResponseObject, error) {
 	labels := []string{}
-	err := c.s.updateBox(req.ID, func(b *store.Box) error {
+	err := c.s.core.UpdateBox(req.ID, func(b *store.Box) error {
 		i := slices.Index(b.Labels, req.Label)
 		if i < 0 {
 			return errdefs.NotFound("Label not found")
@@ -51,17 +51,9 @@ func (c *controlPlane) RemoveLabel(ctx context.Context, req gen.RemoveLabelReque
 		return nil
 	})
 	if err != nil {
-		return nil, notFoundAsBox(err)
+		return nil, core.NotFoundAsBox(err)
 	}
 	return gen.RemoveLabel200JSONResponse{Message: ptr("Label removed"), Labels: labels}, nil
-}
-
-// notFoundAsBox turns the store's not-found into the API's box not found.
-func notFoundAsBox(err error) error {
-	if errors.Is(err, store.ErrNotFound) {
-		return errdefs.NotFound("box not found")
-	}
-	return err
 }
 
 // Skills. boxd cannot reach a skills registry: it records which skills are
@@ -73,7 +65,7 @@ func (c *controlPlane) AddSkill(ctx context.Context, req gen.AddSkillRequestObje
 	if req.Body == nil || !skillRE.MatchString(req.Body.SkillID) {
 		return nil, errdefs.Invalid("Invalid skill_id format")
 	}
-	err := c.s.updateBox(req.ID, func(b *store.Box) error {
+	err := c.s.core.UpdateBox(req.ID, func(b *store.Box) error {
 		if slices.Contains(b.Skills, req.Body.SkillID) {
 			return errdefs.Conflict("Skill already enabled")
 		}
@@ -81,14 +73,14 @@ func (c *controlPlane) AddSkill(ctx context.Context, req gen.AddSkillRequestObje
 		return nil
 	})
 	if err != nil {
-		return nil, notFoundAsBox(err)
+		return nil, core.NotFoundAsBox(err)
 	}
 	return gen.AddSkill200JSONResponse(message("Skill added")), nil
 }
 
 func (c *controlPlane) RemoveSkill(ctx context.Context, req gen.RemoveSkillRequestObject) (gen.RemoveSkillResponseObject, error) {
 	id := req.Owner + "/" + req.Repo + "/" + req.Skill
-	err := c.s.updateBox(req.ID, func(b *store.Box) error {
+	err := c.s.core.UpdateBox(req.ID, func(b *store.Box) error {
 		i := slices.Index(b.Skills, id)
 		if i < 0 {
 			return errdefs.NotFound("Skill not found")
@@ -97,7 +89,7 @@ func (c *controlPlane) RemoveSkill(ctx context.Context, req gen.RemoveSkillReque
 		return nil
 	})
 	if err != nil {
-		return nil, notFoundAsBox(err)
+		return nil, core.NotFoundAsBox(err)
 	}
 	return gen.RemoveSkill200JSONResponse(message("Skill removed")), nil
 }
@@ -219,13 +211,13 @@ func (c *controlPlane) SetInitCommand(ctx context.Context, req gen.SetInitComman
 	if err != nil {
 		return nil, err
 	}
-	if err := c.s.updateBox(b.ID, func(b *store.Box) error {
+	if err := c.s.core.UpdateBox(b.ID, func(b *store.Box) error {
 		b.InitCommand = req.Body.InitCommand
 		return nil
 	}); err != nil {
 		return nil, err
 	}
-	c.s.inits.changed(b.ID)
+	c.s.core.InitChanged(b.ID)
 	return gen.SetInitCommand200JSONResponse(message("Init command set")), nil
 }
 
@@ -234,20 +226,20 @@ func (c *controlPlane) DeleteInitCommand(ctx context.Context, req gen.DeleteInit
 	if err != nil {
 		return nil, err
 	}
-	if err := c.s.updateBox(b.ID, func(b *store.Box) error {
+	if err := c.s.core.UpdateBox(b.ID, func(b *store.Box) error {
 		b.InitCommand = ""
 		return nil
 	}); err != nil {
 		return nil, err
 	}
-	c.s.inits.changed(b.ID)
+	c.s.core.InitChanged(b.ID)
 	return gen.DeleteInitCommand200JSONResponse(message("Init command deleted")), nil
 }
 
 // validateInitCommand checks an init command's length.
 func validateInitCommand(cmd string) error {
-	if len(cmd) > maxInitCommand {
-		return errdefs.Invalid("init_command is %d bytes long; at most %d (64 KiB) are allowed", len(cmd), maxInitCommand)
+	if len(cmd) > core.MaxInitCommand {
+		return errdefs.Invalid("init_command is %d bytes long; at most %d (64 KiB) are allowed", len(cmd), core.MaxInitCommand)
 	}
 	return nil
 }

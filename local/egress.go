@@ -11,6 +11,7 @@ import (
 
 	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/agent"
+	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/egress"
 	"github.com/upstash/box-go/local/internal/sandbox"
 	"github.com/upstash/box-go/local/internal/store"
@@ -122,25 +123,13 @@ func (n *network) logDenied(boxID string, e *egress.DeniedError) {
 		if e.Reason != "" {
 			msg = fmt.Sprintf("outbound connection to %s refused: %s", e.Host, e.Reason)
 		}
-		n.s.logf(boxID, "warn", "system", msg)
+		n.s.core.Logf(boxID, "warn", "system", msg)
 	}
 }
 
-// boxNet is what a starting box needs to use the network.
-type boxNet struct {
-	// HostSocket is the host path of the box's egress socket, in boxd's
-	// private directory of the box; the agent gets it open.
-	HostSocket string
-	// Agent settings, as the agent sees them.
-	ProxyListen, CABundle string
-	// HostCABundle is the host path of the box's CA bundle, which the
-	// sandbox binds over the box's system bundle.
-	HostCABundle string
-}
-
-// startBox serves the box's egress proxy on its socket and writes its CA
+// StartBox serves the box's egress proxy on its socket and writes its CA
 // bundle. A proxy the box had (from a sandbox that died) is replaced.
-func (n *network) startBox(id string, l sandbox.Layout, mode sandbox.Mode) (boxNet, error) {
+func (n *network) StartBox(id string, l sandbox.Layout, mode sandbox.Mode) (core.BoxNet, error) {
 	// The old listener goes first; the path is the same, and a listener
 	// never removes it on close (the new socket would go with it).
 	n.proxy.StopBox(id)
@@ -148,7 +137,7 @@ func (n *network) startBox(id string, l sandbox.Layout, mode sandbox.Mode) (boxN
 	_ = os.Remove(sock)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
-		return boxNet{}, fmt.Errorf("egress proxy: %w", err)
+		return core.BoxNet{}, fmt.Errorf("egress proxy: %w", err)
 	}
 	ln.SetUnlinkOnClose(false)
 	// Only the box's agent, which gets it open, reaches the socket: the
@@ -156,21 +145,21 @@ func (n *network) startBox(id string, l sandbox.Layout, mode sandbox.Mode) (boxN
 	// the socket for the box user's uid.
 	if err := os.Chmod(sock, 0o666); err != nil {
 		ln.Close()
-		return boxNet{}, fmt.Errorf("egress proxy: %w", err)
+		return core.BoxNet{}, fmt.Errorf("egress proxy: %w", err)
 	}
 	bundle := filepath.Join(l.Root, caBundleName)
 	if err := n.ca.WriteBundle(bundle); err != nil {
 		ln.Close()
-		return boxNet{}, fmt.Errorf("CA bundle: %w", err)
+		return core.BoxNet{}, fmt.Errorf("CA bundle: %w", err)
 	}
 	if err := n.proxy.Serve(id, ln); err != nil {
-		return boxNet{}, err
+		return core.BoxNet{}, err
 	}
 	if mode == sandbox.ModeNone {
 		// The box shares the host's network: a free port, and host paths.
-		return boxNet{HostSocket: sock, ProxyListen: "127.0.0.1:0", CABundle: bundle}, nil
+		return core.BoxNet{HostSocket: sock, ProxyListen: "127.0.0.1:0", CABundle: bundle}, nil
 	}
-	return boxNet{
+	return core.BoxNet{
 		HostSocket:   sock,
 		ProxyListen:  agent.ProxyAddr,
 		CABundle:     sandbox.CABundlePath(),
@@ -178,16 +167,16 @@ func (n *network) startBox(id string, l sandbox.Layout, mode sandbox.Mode) (boxN
 	}, nil
 }
 
-// stopBox closes the box's egress proxy and public URL connections.
-func (n *network) stopBox(id string) {
+// StopBox closes the box's egress proxy and public URL connections.
+func (n *network) StopBox(id string) {
 	n.proxy.StopBox(id)
 	n.previews.closeBox(id)
 }
 
-// forgetBox stops the box's networking and removes its public URLs; the
+// ForgetBox stops the box's networking and removes its public URLs; the
 // box is being deleted.
-func (n *network) forgetBox(id string) {
-	n.stopBox(id)
+func (n *network) ForgetBox(id string) {
+	n.StopBox(id)
 	if err := n.s.db.DeletePreviews(id); err != nil {
 		n.s.log.Warn("cannot delete the box's public URLs", "box", id, "err", err)
 	}

@@ -28,6 +28,7 @@ import (
 
 	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/agent"
+	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/sandbox"
 	"github.com/upstash/box-go/local/internal/store"
@@ -36,8 +37,8 @@ import (
 // The identity commits get when neither the request, the box nor the
 // box's git configuration names one.
 const (
-	defaultGitUserName  = "Upstash Box"
-	defaultGitUserEmail = "box@upstash.com"
+	defaultGitUserName  = core.DefaultGitUserName
+	defaultGitUserEmail = core.DefaultGitUserEmail
 )
 
 // maxGitOutput bounds what boxd reads of one git command's output (a diff,
@@ -146,7 +147,7 @@ func basicAuth(token string) string {
 type gitBox struct {
 	s      *Server
 	b      *store.Box
-	rt     *runtime
+	rt     *agent.Client
 	folder string
 	token  string
 	secret secrets
@@ -161,7 +162,7 @@ func (c *controlPlane) gitBox(ctx context.Context, id string, folder *string) (*
 	if b.Ephemeral {
 		return nil, errdefs.Invalid("ephemeral boxes have no git: use a box without a TTL")
 	}
-	rt, err := c.s.boxes.ensureRunning(ctx, b)
+	rt, err := c.s.core.EnsureRunning(ctx, b)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +230,7 @@ func (r gitResult) msg() string {
 // git runs `git args...` in the box's folder. An error means git did not
 // run to its end; a non-zero exit is in the result. Its texts are scrubbed.
 func (g *gitBox) git(ctx context.Context, o gitOpts, args ...string) (gitResult, error) {
-	defer g.s.boxes.busy(g.b.ID)()
+	defer g.s.core.Busy(g.b.ID)()
 	var res gitResult
 	env := map[string]string{
 		// Never wait for a password nobody can type.
@@ -243,7 +244,7 @@ func (g *gitBox) git(ctx context.Context, o gitOpts, args ...string) (gitResult,
 		env["GIT_CONFIG_KEY_0"] = "http." + web + "/.extraheader"
 		env["GIT_CONFIG_VALUE_0"] = "Authorization: Basic " + basicAuth(g.token)
 	}
-	p, err := g.rt.agent.Process(ctx, agent.ProcessRequest{Argv: append([]string{"git"}, args...), Folder: g.folder, Env: env, Stdin: o.stdin, MergeStderr: o.merge})
+	p, err := g.rt.Process(ctx, agent.ProcessRequest{Argv: append([]string{"git"}, args...), Folder: g.folder, Env: env, Stdin: o.stdin, MergeStderr: o.merge})
 	var ae *agent.Error
 	if errors.As(err, &ae) {
 		return res, agentFailure(ae.Status, g.secret.scrub(ae.Message))
@@ -336,7 +337,7 @@ func (g *gitBox) cloneInside(ctx context.Context, repoURL string) (bool, error) 
 	if path.Base(dir) == repoDirName(repoURL) {
 		return false, nil
 	}
-	files, err := g.rt.agent.ListFiles(ctx, dir)
+	files, err := g.rt.ListFiles(ctx, dir)
 	var ae *agent.Error
 	switch {
 	case errors.Is(err, agent.ErrTooLarge):
@@ -458,11 +459,11 @@ func (c *controlPlane) GitClone(ctx context.Context, req gen.GitCloneRequestObje
 	// The box remembers a clone's token for its later pushes and pull
 	// requests, as if it had been given at create.
 	if token != "" && token != g.b.GitHubToken {
-		if err := c.s.updateBox(g.b.ID, func(b *store.Box) error { b.GitHubToken = token; return nil }); err != nil {
+		if err := c.s.core.UpdateBox(g.b.ID, func(b *store.Box) error { b.GitHubToken = token; return nil }); err != nil {
 			return nil, err
 		}
 	}
-	c.s.logf(g.b.ID, "info", "system", "git: cloned "+shown)
+	c.s.core.Logf(g.b.ID, "info", "system", "git: cloned "+shown)
 	return gen.GitClone200JSONResponse(message("Repository cloned")), nil
 }
 
@@ -653,7 +654,7 @@ func (c *controlPlane) GitPush(ctx context.Context, req gen.GitPushRequestObject
 		}
 		return nil, errdefs.Invalid("git push origin %s failed: %s%s", branch, msg, authHint(msg))
 	}
-	c.s.logf(g.b.ID, "info", "system", "git: pushed "+branch)
+	c.s.core.Logf(g.b.ID, "info", "system", "git: pushed "+branch)
 	return gen.GitPush200JSONResponse(message("Pushed " + branch)), nil
 }
 
@@ -759,7 +760,7 @@ func (c *controlPlane) updateGitConfig(ctx context.Context, id string, body *gen
 		}
 	}
 	var out store.Box
-	err = c.s.updateBox(g.b.ID, func(b *store.Box) error {
+	err = c.s.core.UpdateBox(g.b.ID, func(b *store.Box) error {
 		if name != "" {
 			b.GitUserName = name
 		}

@@ -249,7 +249,7 @@ func (g *gitBox) abs(p string) string {
 // box.
 func (g *gitBox) readFile(ctx context.Context, abs string) ([]byte, error) {
 	var buf bytes.Buffer
-	_, err := g.rt.agent.ReadFile(ctx, abs, &buf, maxAttachmentBytes)
+	_, err := g.rt.ReadFile(ctx, abs, &buf, maxAttachmentBytes)
 	var ae *agent.Error
 	switch {
 	case errors.Is(err, agent.ErrTooLarge):
@@ -527,7 +527,7 @@ func (c *controlPlane) GitCreatePR(ctx context.Context, req gen.GitCreatePRReque
 	if pr.Base.Ref != "" {
 		base = pr.Base.Ref
 	}
-	c.s.logf(g.b.ID, "info", "system", "git: pull request "+pr.HTMLURL)
+	c.s.core.Logf(g.b.ID, "info", "system", "git: pull request "+pr.HTMLURL)
 	return gen.GitCreatePR200JSONResponse{URL: pr.HTMLURL, Number: pr.Number, Title: pr.Title, Base: base, Warning: warning(problems)}, nil
 }
 
@@ -556,6 +556,6 @@ func (c *controlPlane) GitCreateIssue(ctx context.Context, req gen.GitCreateIssu
 	if err := gh.do(ctx, http.MethodPost, repo.path()+"/issues", map[string]string{"title": body.Title, "body": text}, &is); err != nil {
 		return nil, apiErr(err, "")
 	}
-	c.s.logf(g.b.ID, "info", "system", "git: issue "+is.HTMLURL)
+	c.s.core.Logf(g.b.ID, "info", "system", "git: issue "+is.HTMLURL)
 	return gen.GitCreateIssue200JSONResponse{URL: is.HTMLURL, Number: is.Number, Title: is.Title, Warning: warning(problems)}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/image"
 	"github.com/upstash/box-go/local/internal/sandbox"
@@ -92,7 +93,7 @@ func newImages(s *Server) (*images, error) {
 		Prepare: sandbox.PrepareImageRoot,
 		Log:     s.log,
 		MaxSize: s.cfg.MaxImageSize,
-		MinFree: s.minFreeDisk(),
+		MinFree: core.MinFreeDisk(s.cfg.MinFreeDisk),
 	})
 	if err != nil {
 		return nil, err
@@ -131,7 +132,7 @@ func (im *images) forCreate(ctx context.Context, runtime string, browser bool) (
 	if err != nil {
 		im.inUse.RUnlock()
 		kind := errdefs.ErrUpstream
-		if diskFull(err) || errors.Is(err, image.ErrNoSpace) {
+		if core.DiskFull(err) || errors.Is(err, image.ErrNoSpace) {
 			kind = errdefs.ErrNoSpace
 		}
 		return "", nil, errdefs.New(kind, "runtime %s: %v (boxd runs boxes in their runtime's image; with root %q it runs them on the host's /usr, offline)", rt, err, RootHost)
@@ -140,10 +141,10 @@ func (im *images) forCreate(ctx context.Context, runtime string, browser bool) (
 	return img.ID, func() { once.Do(im.inUse.RUnlock) }, nil
 }
 
-// of returns what sandbox.Spec needs of box b's image: the host directory
+// Of returns what sandbox.Spec needs of box b's image: the host directory
 // of its tree, its PATH, and its other environment. A box with no image
 // runs on the host's /usr.
-func (im *images) of(b *store.Box) (root, path string, env map[string]string, err error) {
+func (im *images) Of(b *store.Box) (root, path string, env map[string]string, err error) {
 	if b.Image == "" {
 		return "", "", nil, nil
 	}

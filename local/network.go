@@ -42,13 +42,13 @@ func (c *controlPlane) UpdateNetworkPolicy(ctx context.Context, req gen.UpdateNe
 	if err != nil {
 		return nil, err
 	}
-	if err := c.s.updateBox(b.ID, func(x *store.Box) error {
+	if err := c.s.core.UpdateBox(b.ID, func(x *store.Box) error {
 		x.NetworkPolicy = raw(np)
 		return nil
 	}); err != nil {
 		return nil, err
 	}
 	c.s.net.policyChanged(b.ID)
-	c.s.logf(b.ID, "info", "system", "network policy set to "+string(np.Mode))
+	c.s.core.Logf(b.ID, "info", "system", "network policy set to "+string(np.Mode))
 	return gen.UpdateNetworkPolicy200JSONResponse(message("Network policy updated")), nil
 }

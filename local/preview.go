@@ -21,6 +21,7 @@ import (
 
 	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/agent"
+	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/egress"
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/store"
@@ -197,7 +198,7 @@ func (c *controlPlane) CreatePreview(ctx context.Context, req gen.CreatePreviewR
 		return nil, err
 	}
 	if b.Status == "paused" {
-		if _, err := c.s.boxes.ensureRunning(ctx, b); err != nil {
+		if _, err := c.s.core.EnsureRunning(ctx, b); err != nil {
 			return nil, err
 		}
 	}
@@ -219,9 +220,9 @@ func (c *controlPlane) CreatePreview(ctx context.Context, req gen.CreatePreviewR
 	}
 	if replaced {
 		pv.closePort(b.ID, port)
-		c.s.logf(b.ID, "info", "system", fmt.Sprintf("public URL of port %d made again, with new credentials", port))
+		c.s.core.Logf(b.ID, "info", "system", fmt.Sprintf("public URL of port %d made again, with new credentials", port))
 	} else {
-		c.s.logf(b.ID, "info", "system", fmt.Sprintf("port %d exposed on a public URL", port))
+		c.s.core.Logf(b.ID, "info", "system", fmt.Sprintf("port %d exposed on a public URL", port))
 	}
 	return gen.CreatePreview200JSONResponse(pv.publicURL(ctx, p)), nil
 }
@@ -255,7 +256,7 @@ func (c *controlPlane) DeletePreview(ctx context.Context, req gen.DeletePreviewR
 		return nil, err
 	}
 	c.s.net.previews.closePort(b.ID, req.Port)
-	c.s.logf(b.ID, "info", "system", fmt.Sprintf("public URL of port %d deleted", req.Port))
+	c.s.core.Logf(b.ID, "info", "system", fmt.Sprintf("public URL of port %d deleted", req.Port))
 	return gen.DeletePreview200JSONResponse(message("Preview deleted")), nil
 }
 
@@ -351,9 +352,9 @@ func (pv *previews) serve(w http.ResponseWriter, r *http.Request, id string, por
 		pv.s.storeError(w, err)
 		return
 	}
-	if _, err := pv.s.boxes.ensureRunning(r.Context(), b); err != nil {
+	if _, err := pv.s.core.EnsureRunning(r.Context(), b); err != nil {
 		switch {
-		case errors.Is(err, errBoxNotFound):
+		case errors.Is(err, core.ErrBoxNotFound):
 			writeError(w, http.StatusNotFound, "box not found")
 		case r.Context().Err() != nil:
 		default:
@@ -361,7 +362,7 @@ func (pv *previews) serve(w http.ResponseWriter, r *http.Request, id string, por
 		}
 		return
 	}
-	defer pv.s.boxes.busy(b.ID)()
+	defer pv.s.core.Busy(b.ID)()
 	// The Authorization header goes on to the app unless it is boxd's:
 	// the URL's own credential, or boxd's API key as a bearer token.
 	stripAuth := p.Token != "" || p.Username != "" || pv.s.carriesKey(r, true)
@@ -507,7 +508,7 @@ func (pv *previews) track(k previewKey, c net.Conn) (net.Conn, error) {
 	defer pv.mu.Unlock()
 	if pv.closed {
 		c.Close()
-		return nil, errClosing
+		return nil, core.ErrClosing
 	}
 	m := pv.conns[k]
 	if m == nil {

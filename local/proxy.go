@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/upstash/box-go/gen"
+	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/store"
 )
 
@@ -147,9 +148,9 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	rt, err := s.boxes.ensureRunning(r.Context(), b)
+	rt, err := s.core.EnsureRunning(r.Context(), b)
 	if err != nil {
-		if errors.Is(err, errBoxNotFound) {
+		if errors.Is(err, core.ErrBoxNotFound) {
 			writeError(w, http.StatusNotFound, "box not found")
 			return
 		}
@@ -159,9 +160,9 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	defer s.boxes.busy(b.ID)()
+	defer s.core.Busy(b.ID)()
 	rp := &httputil.ReverseProxy{
-		Transport:     rt.agent.Transport(),
+		Transport:     rt.Transport(),
 		FlushInterval: -1,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"
@@ -249,7 +250,7 @@ func (s *Server) recordExec(b *store.Box, rec *execRecord, h http.Header) {
 		status = "failed"
 	}
 	run := &store.Run{
-		ID:          newID("run-"),
+		ID:          core.NewID("run-"),
 		BoxID:       b.ID,
 		Type:        "shell",
 		Status:      status,

@@ -20,6 +20,7 @@ import (
 
 	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/browser"
+	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/store"
 )
@@ -71,7 +72,7 @@ func newRecordings(bs *browsers) *recordings {
 }
 
 func (rs *recordings) dir(boxID, id string) string {
-	return filepath.Join(rs.bs.s.layout(boxID).Root, "recordings", id)
+	return filepath.Join(rs.bs.s.core.Layout(boxID).Root, "recordings", id)
 }
 
 // upkeep makes the records right: a recording that was running when boxd
@@ -194,14 +195,14 @@ func (rs *recordings) start(ctx context.Context, b *store.Box, maxSeconds int) (
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if rs.closed {
-		return nil, errClosing
+		return nil, core.ErrClosing
 	}
 	if ar := rs.active[b.ID]; ar != nil {
 		return nil, errdefs.Conflict("box %s is already recording (%s); stop it first", b.ID, ar.rec.ID)
 	}
 	now := time.Now()
 	rec := &store.Recording{
-		ID: newID("rec-"), BoxID: b.ID, Status: "recording", StartedAt: now.Unix(), StartedAtNs: now.UnixNano(),
+		ID: core.NewID("rec-"), BoxID: b.ID, Status: "recording", StartedAt: now.Unix(), StartedAtNs: now.UnixNano(),
 		MaxDurationSeconds: maxSeconds,
 	}
 	r, err := browser.StartRecorder(ctl, browser.RecorderConfig{
@@ -218,14 +219,14 @@ func (rs *recordings) start(ctx context.Context, b *store.Box, maxSeconds int) (
 	ar := &activeRecording{rec: *rec, r: r, done: make(chan struct{})}
 	rs.active[b.ID] = ar
 	rs.wg.Add(1)
-	inUse := rs.bs.s.boxes.busy(b.ID) // a recording box stays awake
+	inUse := rs.bs.s.core.Busy(b.ID) // a recording box stays awake
 	go func() {
 		defer rs.wg.Done()
 		<-r.Done()
 		inUse()
 		rs.finish(ar)
 	}()
-	rs.bs.s.logf(b.ID, "info", "system", "browser recording "+rec.ID+" started")
+	rs.bs.s.core.Logf(b.ID, "info", "system", "browser recording "+rec.ID+" started")
 	return rec, nil
 }
 
@@ -257,7 +258,7 @@ func (rs *recordings) finish(ar *activeRecording) {
 		if rec.Error != "" {
 			msg += "; " + rec.Error
 		}
-		rs.bs.s.logf(rec.BoxID, "info", "system", msg)
+		rs.bs.s.core.Logf(rec.BoxID, "info", "system", msg)
 	}
 	rs.mu.Lock()
 	if rs.active[rec.BoxID] == ar {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/agent"
+	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/sandbox"
 	"github.com/upstash/box-go/local/internal/store"
@@ -332,7 +333,7 @@ func (sch *scheduler) run(sc *store.Schedule, at time.Time, fl *inflight) {
 func (sch *scheduler) runExec(b *store.Box, sc *store.Schedule, at time.Time, fl *inflight) {
 	start := time.Now()
 	rec := &store.Run{
-		ID: newID("run-"), BoxID: b.ID, Type: "shell", Status: "running", ScheduleID: sc.ID,
+		ID: core.NewID("run-"), BoxID: b.ID, Type: "shell", Status: "running", ScheduleID: sc.ID,
 		Prompt: strings.Join(sc.Command, " "), CreatedAt: start.Unix(), Seq: start.UnixNano(),
 	}
 	sch.started(fl, rec.ID)
@@ -392,12 +393,12 @@ type processResult struct {
 // needed. An error means the command did not run to its end.
 func (sch *scheduler) process(ctx context.Context, b *store.Box, argv []string, folder string) (processResult, error) {
 	var res processResult
-	rt, err := sch.s.boxes.ensureRunning(ctx, b)
+	rt, err := sch.s.core.EnsureRunning(ctx, b)
 	if err != nil {
 		return res, fmt.Errorf("the box did not start: %w", err)
 	}
-	defer sch.s.boxes.busy(b.ID)()
-	p, err := rt.agent.Process(ctx, agent.ProcessRequest{Argv: argv, Folder: folder})
+	defer sch.s.core.Busy(b.ID)()
+	p, err := rt.Process(ctx, agent.ProcessRequest{Argv: argv, Folder: folder})
 	if err != nil {
 		return res, err
 	}
@@ -485,7 +486,7 @@ func (sch *scheduler) skip(sc *store.Schedule, at time.Time, prev *inflight) {
 	sch.mu.Unlock()
 	now := time.Now()
 	rec := &store.Run{
-		ID: newID("run-"), BoxID: sc.BoxID, Type: "shell", Status: "skipped", ScheduleID: sc.ID,
+		ID: core.NewID("run-"), BoxID: sc.BoxID, Type: "shell", Status: "skipped", ScheduleID: sc.ID,
 		Prompt: strings.Join(sc.Command, " "), CreatedAt: now.Unix(), CompletedAt: now.Unix(), Seq: now.UnixNano(),
 		ErrorMessage: "skipped: the previous run of this schedule is still running",
 	}
@@ -532,7 +533,7 @@ func (sch *scheduler) finish(sc *store.Schedule, at time.Time, rec *store.Run, f
 		if rec.Status == "skipped" {
 			level = "warn"
 		}
-		sch.s.logf(sc.BoxID, level, "system", fmt.Sprintf("schedule %s: run %s %s: %s", sc.ID, rec.ID, rec.Status, rec.ErrorMessage))
+		sch.s.core.Logf(sc.BoxID, level, "system", fmt.Sprintf("schedule %s: run %s %s: %s", sc.ID, rec.ID, rec.Status, rec.ErrorMessage))
 	}
 	if sc.WebhookURL == "" {
 		return
@@ -633,7 +634,7 @@ func (c *controlPlane) CreateSchedule(ctx context.Context, req gen.CreateSchedul
 		return nil, err
 	}
 	sc := &store.Schedule{
-		ID: newID("sched-"), BoxID: b.ID, Type: string(body.Type), Cron: strings.TrimSpace(body.Cron), Status: scheduleActive,
+		ID: core.NewID("sched-"), BoxID: b.ID, Type: string(body.Type), Cron: strings.TrimSpace(body.Cron), Status: scheduleActive,
 		WebhookURL: deref(body.WebhookURL), WebhookHeaders: body.WebhookHeaders,
 		CreatedAt: now.Unix(), UpdatedAt: now.Unix(), Seq: time.Now().UnixNano(),
 	}

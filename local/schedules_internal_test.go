@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/store"
 )
 
@@ -135,7 +136,7 @@ func TestDeleteBoxDeletesRecordings(t *testing.T) {
 	}
 	keep, gone := create(), create()
 	for _, id := range []string{keep, gone, gone} {
-		rec := &store.Recording{ID: newID("rec-"), BoxID: id, Status: "completed", StartedAt: 1, EndedAt: 2}
+		rec := &store.Recording{ID: core.NewID("rec-"), BoxID: id, Status: "completed", StartedAt: 1, EndedAt: 2}
 		if err := s.db.PutRecording(rec); err != nil {
 			t.Fatal(err)
 		}

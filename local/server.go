@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/upstash/box-go/local/internal/cgroup"
+	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/sandbox"
 	"github.com/upstash/box-go/local/internal/sshguard"
 	"github.com/upstash/box-go/local/internal/store"
@@ -50,6 +51,20 @@ import (
 // it, die with it. A leak checker that runs boxd in its process ignores
 // it, for example goleak.IgnoreAnyFunction(local.MountThreadFunction).
 const MountThreadFunction = "github.com/upstash/box-go/local/internal/sandbox.(*stage).loop"
+
+// Clock is boxd's source of time for what it schedules itself: cron
+// schedules, idle pauses and ephemeral boxes' expiry. Tests inject a fake
+// one (see boxtest.FakeClock) so that nothing waits for real minutes.
+type Clock = core.Clock
+
+// DefaultIdlePause is how long a box that is not keep-alive may go unused
+// before boxd pauses it, when Config.IdlePause is zero.
+const DefaultIdlePause = core.DefaultIdlePause
+
+// DefaultMinFreeDisk is the free space boxd keeps on its data directory's
+// file system when Config.MinFreeDisk is zero: below it, it makes no new
+// box, snapshot or image.
+const DefaultMinFreeDisk = core.DefaultMinFreeDisk
 
 // Isolation modes.
 const (
@@ -201,9 +216,8 @@ type Server struct {
 	}
 	log         *slog.Logger
 	db          *store.Store
-	boxes       *boxes
+	core        *core.Core
 	runs        *runs
-	inits       *inits
 	net         *network
 	images      *images
 	schedules   *scheduler
@@ -212,9 +226,6 @@ type Server struct {
 	// webhookClient delivers run webhooks.
 	webhookClient *http.Client
 	handler       http.Handler
-	// boxDeleted are what the features do once a box is deleted, in
-	// the order New registered them.
-	boxDeleted []func(id string)
 
 	// ctx is boxd's lifetime: every context boxd makes for work of its
 	// own (a run, a start, a pause, a schedule, an init command) derives
@@ -225,8 +236,6 @@ type Server struct {
 	// their start, and closeErr what closing the store returned.
 	closers  []func()
 	closeErr error
-
-	unenforcedOnce sync.Once
 
 	// ports are those boxd's API is served on, as learnt from Serve and
 	// from each request's local address; boxes never reach them.
@@ -243,12 +252,6 @@ type Server struct {
 	sshCapLogged atomic.Int64
 
 	closeOnce sync.Once
-}
-
-// onBoxDeleted registers fn to run, after those registered before it,
-// each time a box is deleted, once its sandbox, files and record are gone.
-func (s *Server) onBoxDeleted(fn func(id string)) {
-	s.boxDeleted = append(s.boxDeleted, fn)
 }
 
 // New opens the data directory and returns a Server. It does not listen;
@@ -273,7 +276,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxUploadBytes = 16 << 30
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = systemClock{}
+		cfg.Clock = core.SystemClock{}
 	}
 	s := &Server{log: cfg.Logger}
 	if s.log == nil {
@@ -284,7 +287,7 @@ func New(cfg Config) (*Server, error) {
 	switch cfg.Isolation {
 	case "", IsolationBwrap:
 		s.cfg.Isolation = sandbox.ModeBwrap
-		if err := sandbox.Available(boxUIDFirst); err != nil {
+		if err := sandbox.Available(core.UIDFirst); err != nil {
 			return nil, fmt.Errorf("boxd: %w (install bubblewrap, or run with isolation %q, which isolates nothing)", err, IsolationNone)
 		}
 	case IsolationNone:
@@ -339,16 +342,28 @@ func New(cfg Config) (*Server, error) {
 	// The parts start in the order of what they use, and Close closes them
 	// in the reverse order.
 	s.onClose(s.net.close)
-	s.boxes = newBoxes(s)
-	s.onClose(s.boxes.uids.closeAll) // once the boxes' processes are gone
-	s.onClose(s.boxes.closeAll)
+	s.core = core.New(core.Config{
+		Context:     s.ctx,
+		Store:       db,
+		Log:         s.log,
+		DataDir:     cfg.DataDir,
+		Isolation:   s.cfg.Isolation,
+		Limits:      cfg.Sizes.of,
+		Clock:       cfg.Clock,
+		IdlePause:   cfg.IdlePause,
+		MinFreeDisk: cfg.MinFreeDisk,
+		AgentBinary: exe,
+		Images:      s.images,
+		Network:     s.net,
+	})
+	s.onClose(s.core.Close)
 	s.browsers = newBrowsers(s)
 	s.onClose(s.browsers.close)
+	s.core.OnStarted(s.browsers.warm)
 	s.webhookClient = &http.Client{Timeout: 30 * time.Second}
 	s.runs = newRuns(s)
 	s.onClose(s.runs.closeAll)
-	s.inits = newInits(s)
-	s.onClose(s.inits.closeAll)
+	s.onClose(s.core.CloseInits)
 	s.handler = s.withPreviews(s.routes())
 	// Stored schedules get their timers back (schedules.go).
 	s.schedules = newScheduler(s)
@@ -356,21 +371,11 @@ func New(cfg Config) (*Server, error) {
 	s.onClose(s.schedules.close)
 	// The SSH servers that ServeSSH starts later close first.
 	s.onClose(s.closeSSH)
-	s.onBoxDeleted(s.inits.stop) // one that a racing start began
-	s.onBoxDeleted(s.schedules.forgetBox)
-	s.onBoxDeleted(s.browsers.recs.forgetBox)
-	// Ephemeral boxes whose time ran out while boxd was down go now; the
-	// others get their timers back (ephemeral.go).
-	s.boxes.armExpiries()
-	// Keep-alive boxes with an init command start again, and it with
-	// them; other boxes start when they are next used (initcmd.go).
-	if boxes, err := db.Boxes(); err == nil {
-		for _, b := range boxes {
-			if b.KeepAlive && b.InitCommand != "" && b.Status != "paused" {
-				s.boxes.warm(b)
-			}
-		}
-	}
+	s.core.OnBoxDeleted(s.schedules.forgetBox)
+	s.core.OnBoxDeleted(s.browsers.recs.forgetBox)
+	// Expired ephemeral boxes go, and keep-alive boxes with an init
+	// command start again.
+	s.core.Start()
 	return s, nil
 }
 
@@ -417,17 +422,6 @@ func (s Sizes) of(size string) cgroup.Limits {
 		r = DefaultSizes()[size]
 	}
 	return cgroup.Limits{CPUs: r.CPUs, Memory: r.Memory, Pids: r.Processes}
-}
-
-// warnUnenforced says, once, which box limits this machine cannot apply.
-func (s *Server) warnUnenforced(limits []string) {
-	s.unenforcedOnce.Do(func() {
-		why := "they need control groups, which only root can make"
-		if os.Geteuid() == 0 {
-			why = "no cgroup hierarchy here has their controllers"
-		}
-		s.log.Warn("box sizes are not enforced on this machine: "+strings.Join(limits, ", ")+" unlimited", "why", why)
-	})
 }
 
 // ServeHTTP serves the Box API.
@@ -493,67 +487,6 @@ func (s *Server) onClose(close func()) {
 	s.closers = append(s.closers, close)
 }
 
-func (s *Server) layout(id string) sandbox.Layout {
-	return sandbox.Layout{Root: filepath.Join(s.cfg.DataDir, "boxes", id)}
-}
-
-// boxEnv is the environment overlay of a box's processes.
-func (s *Server) boxEnv(b *store.Box) map[string]string {
-	env := map[string]string{}
-	for k, v := range b.EnvVars {
-		env[k] = v
-	}
-	return env
-}
-
-// logf appends an entry to a box's log. A deleted box has no log to
-// append to: what is said of it after its delete goes nowhere.
-func (s *Server) logf(boxID, level, source, msg string) {
-	err := s.db.AppendLogs(boxID, store.LogEntry{Timestamp: time.Now().Unix(), Level: level, Source: source, Message: msg})
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		s.log.Warn("cannot write box log", "box", boxID, "err", err)
-	}
-}
-
-// logLines appends lines to a box's log as info entries from source, in
-// one write.
-func (s *Server) logLines(boxID, source string, lines []string) {
-	now := time.Now().Unix()
-	entries := make([]store.LogEntry, len(lines))
-	for i, l := range lines {
-		entries[i] = store.LogEntry{Timestamp: now, Level: "info", Source: source, Message: l}
-	}
-	if err := s.db.AppendLogs(boxID, entries...); err != nil {
-		s.log.Warn("cannot write box log", "box", boxID, "err", err)
-	}
-}
-
-// setStatus changes a box's status, or fails with errBoxNotFound when the
-// box is gone (a delete won the race).
-func (s *Server) setStatus(id, status string) error {
-	err := s.updateBox(id, func(b *store.Box) error {
-		b.Status = status
-		return nil
-	})
-	if errors.Is(err, store.ErrNotFound) {
-		return errBoxNotFound
-	}
-	return err
-}
-
-// updateBox reads, changes and writes the record of box id (or name) in
-// one store transaction. It fails with store.ErrNotFound when the box is
-// gone: a call that raced a delete never writes the record back.
-func (s *Server) updateBox(id string, f func(*store.Box) error) error {
-	return s.db.UpdateBox(id, func(b *store.Box) error {
-		if err := f(b); err != nil {
-			return err
-		}
-		b.UpdatedAt = time.Now().Unix()
-		return nil
-	})
-}
-
 // authenticate lets through the requests that carry the API key, in
 // X-Box-Api-Key or as an Authorization bearer token, compared in constant
 // time.
@@ -613,5 +546,5 @@ func CheckIsolation() error {
 	if err := osSupported(); err != nil {
 		return err
 	}
-	return sandbox.Available(boxUIDFirst)
+	return sandbox.Available(core.UIDFirst)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/archive"
+	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/sandbox"
 	"github.com/upstash/box-go/local/internal/store"
@@ -91,7 +92,7 @@ func (c *controlPlane) CreateSnapshot(ctx context.Context, req gen.CreateSnapsho
 	case len(name) > maxSnapshotName:
 		return nil, errdefs.Invalid("name is longer than %d bytes", maxSnapshotName)
 	}
-	if err := c.s.needDisk("take a snapshot"); err != nil {
+	if err := c.s.core.NeedDisk("take a snapshot"); err != nil {
 		return nil, err
 	}
 	sn, err := c.s.takeSnapshot(ctx, b, name)
@@ -106,7 +107,7 @@ func (c *controlPlane) CreateSnapshot(ctx context.Context, req gen.CreateSnapsho
 // the box) and moved into the snapshot directory once it is complete.
 func (s *Server) takeSnapshot(ctx context.Context, b *store.Box, name string) (*store.Snapshot, error) {
 	start := time.Now()
-	l := s.layout(b.ID)
+	l := s.core.Layout(b.ID)
 	if err := os.MkdirAll(s.snapshotDir(), 0o700); err != nil {
 		return nil, err
 	}
@@ -119,11 +120,11 @@ func (s *Server) takeSnapshot(ctx context.Context, b *store.Box, name string) (*
 	}
 	defer os.Remove(tmp.Name()) // a no-op once renamed
 
-	release, err := s.boxes.hold(ctx, b.ID)
+	release, err := s.core.Hold(ctx, b.ID)
 	held := time.Now()
 	if err != nil {
 		tmp.Close()
-		if errors.Is(err, errBoxNotFound) {
+		if errors.Is(err, core.ErrBoxNotFound) {
 			return nil, errdefs.NotFound("box not found")
 		}
 		return nil, err
@@ -144,7 +145,7 @@ func (s *Server) takeSnapshot(ctx context.Context, b *store.Box, name string) (*
 	if err != nil {
 		// A delete that ran meanwhile removes the files before the
 		// record: the archive fails first.
-		if _, gone := s.db.Box(b.ID); errors.Is(gone, store.ErrNotFound) || s.boxes.deleted(b.ID) {
+		if _, gone := s.db.Box(b.ID); errors.Is(gone, store.ErrNotFound) || s.core.Deleted(b.ID) {
 			return nil, errdefs.NotFound("box not found")
 		}
 		if errors.Is(err, archive.ErrTooLarge) {
@@ -155,13 +156,13 @@ func (s *Server) takeSnapshot(ctx context.Context, b *store.Box, name string) (*
 
 	now := time.Now()
 	sn := &store.Snapshot{
-		ID: newID("snap-"), Name: name, BoxID: b.ID, Status: "ready", CreatedAt: now.Unix(), Seq: now.UnixNano(),
+		ID: core.NewID("snap-"), Name: name, BoxID: b.ID, Status: "ready", CreatedAt: now.Unix(), Seq: now.UnixNano(),
 		Format: archive.Format, Entries: st.Entries, ContentBytes: st.Bytes,
 		Runtime: b.Runtime, Size: b.Size,
 	}
 	path := s.snapshotPath(sn.ID)
 	if err := os.Rename(tmp.Name(), path); err != nil {
-		if s.boxes.deleted(b.ID) {
+		if s.core.Deleted(b.ID) {
 			return nil, errdefs.NotFound("box not found") // and the archive with it
 		}
 		return nil, err
@@ -178,7 +179,7 @@ func (s *Server) takeSnapshot(ctx context.Context, b *store.Box, name string) (*
 		os.Remove(path)
 		return nil, err
 	}
-	s.logf(b.ID, "info", "system", fmt.Sprintf("snapshot %s taken: %d files and directories, %d bytes in %d archived, in %s (box held still for %s)",
+	s.core.Logf(b.ID, "info", "system", fmt.Sprintf("snapshot %s taken: %d files and directories, %d bytes in %d archived, in %s (box held still for %s)",
 		sn.ID, st.Entries, st.Bytes, sn.SizeBytes, time.Since(start).Round(time.Millisecond), frozen.Round(time.Millisecond)))
 	return sn, nil
 }
@@ -190,82 +191,6 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
-}
-
-// hold keeps box id still while a snapshot reads its files: a running
-// sandbox is frozen (unless the user paused it), and until release is
-// called nothing starts, resumes or pauses the box. A start in progress is
-// waited for first.
-// deleted reports whether box id is being deleted, or has been: its
-// runtime is marked deleted while the delete runs, and leaves the map
-// when it is done (the runtime of a box in use is never taken out
-// otherwise).
-func (m *boxes) deleted(id string) bool {
-	m.mu.Lock()
-	r := m.rt[id]
-	m.mu.Unlock()
-	return r == nil || r.deleted.Load()
-}
-
-func (m *boxes) hold(ctx context.Context, id string) (release func(), err error) {
-	r, err := m.runtime(id)
-	if err != nil {
-		return nil, err
-	}
-	for {
-		if err := r.lockUnheld(ctx); err != nil {
-			return nil, err
-		}
-		if r.deleted.Load() {
-			r.mu.Unlock()
-			return nil, errBoxNotFound
-		}
-		if r.starting == nil {
-			break
-		}
-		ch := r.starting
-		r.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	defer r.mu.Unlock()
-	held := make(chan struct{})
-	sb := r.sb
-	if sb != nil {
-		select {
-		case <-sb.Done():
-			sb = nil
-		default:
-		}
-	}
-	froze := false
-	if sb != nil && !sb.Paused() {
-		if err := sb.Pause(); err != nil {
-			return nil, fmt.Errorf("freeze box for a snapshot: %w", err)
-		}
-		froze = true
-	}
-	r.held = held
-	return func() {
-		r.mu.Lock()
-		if froze {
-			// After a delete or a shutdown the sandbox is gone and this
-			// does nothing.
-			if err := sb.Resume(); err != nil {
-				m.srv.log.Error("cannot thaw box after a snapshot", "box", id, "err", err)
-			}
-		}
-		r.held = nil
-		close(held)
-		r.mu.Unlock()
-		if froze {
-			// An init command changed while the snapshot was taken.
-			m.srv.inits.resumed(id)
-		}
-	}, nil
 }
 
 func (c *controlPlane) ListSnapshots(ctx context.Context, req gen.ListSnapshotsRequestObject) (gen.ListSnapshotsResponseObject, error) {
@@ -431,7 +356,7 @@ func (c *controlPlane) CreateBoxFromSnapshot(ctx context.Context, req gen.Create
 	if err != nil {
 		return nil, err
 	}
-	c.s.logf(b.ID, "info", "system", "box restored from snapshot "+sn.ID)
+	c.s.core.Logf(b.ID, "info", "system", "box restored from snapshot "+sn.ID)
 	return gen.CreateBoxFromSnapshot200JSONResponse(boxData(b)), nil
 }
 
@@ -465,7 +390,7 @@ func (s *Server) restoreSnapshot(ctx context.Context, sn *store.Snapshot, b *sto
 		return err
 	}
 	defer f.Close()
-	t := s.layout(b.ID).Files()
+	t := s.core.Layout(b.ID).Files()
 	owner, err := boxOwner(t)
 	if err != nil {
 		return err

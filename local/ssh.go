@@ -287,13 +287,13 @@ func (s *Server) sshRun(ss gssh.Session, start *session.Start, winCh <-chan gssh
 	if err != nil {
 		return fail("box not found")
 	}
-	rt, err := s.boxes.ensureRunning(ctx, b)
+	rt, err := s.core.EnsureRunning(ctx, b)
 	if err != nil {
 		return fail(err.Error())
 	}
-	defer s.boxes.busy(b.ID)()
+	defer s.core.Busy(b.ID)()
 	start.Cwd = "/workspace/home"
-	sess, err := rt.agent.Session(ctx, start)
+	sess, err := rt.Session(ctx, start)
 	if err != nil {
 		return fail(err.Error())
 	}

@@ -1,4 +1,4 @@
-package local
+package core
 
 import (
 	"errors"
@@ -13,9 +13,10 @@ import (
 // box, snapshot or image.
 const DefaultMinFreeDisk = 256 << 20
 
-// minFreeDisk is the free space boxd keeps; 0 means none.
-func (s *Server) minFreeDisk() int64 {
-	switch d := s.cfg.MinFreeDisk; {
+// MinFreeDisk is the free space boxd keeps when Config.MinFreeDisk is
+// keep; 0 means none.
+func MinFreeDisk(keep int64) int64 {
+	switch d := keep; {
 	case d < 0:
 		return 0
 	case d == 0:
@@ -27,18 +28,18 @@ func (s *Server) minFreeDisk() int64 {
 
 // freeDisk returns the bytes free to boxd on the data directory's file
 // system.
-func (s *Server) freeDisk() (int64, error) {
-	return freeBytes(s.cfg.DataDir)
+func (c *Core) freeDisk() (int64, error) {
+	return freeBytes(c.cfg.DataDir)
 }
 
-// needDisk refuses, with 507, what would grow the data directory (what)
+// NeedDisk refuses, with an errdefs.ErrNoSpace, what would grow the data directory (what)
 // when less than the kept free space is left.
-func (s *Server) needDisk(what string) error {
-	keep := s.minFreeDisk()
+func (c *Core) NeedDisk(what string) error {
+	keep := MinFreeDisk(c.cfg.MinFreeDisk)
 	if keep == 0 {
 		return nil
 	}
-	free, err := s.freeDisk()
+	free, err := c.freeDisk()
 	if err != nil {
 		return fmt.Errorf("free disk space: %w", err)
 	}
@@ -48,8 +49,8 @@ func (s *Server) needDisk(what string) error {
 	return nil
 }
 
-// diskFull reports whether err comes from a full file system (or quota).
-func diskFull(err error) bool {
+// DiskFull reports whether err comes from a full file system (or quota).
+func DiskFull(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 

@@ -1,4 +1,4 @@
-package local
+package core
 
 import (
 	"bufio"
@@ -27,8 +27,8 @@ import (
 // On a paused box the change is stored and applied when the box resumes;
 // on a box with no sandbox, when it next starts. Neither wakes the box.
 const (
-	// maxInitCommand bounds an init command's text.
-	maxInitCommand = 64 << 10
+	// MaxInitCommand bounds an init command's text.
+	MaxInitCommand = 64 << 10
 	// initOutputMax bounds how much of an init command's output goes to
 	// the box's log: the first bytes are kept, as they are written. A
 	// command that serves for the box's whole life never ends, so its
@@ -43,7 +43,7 @@ const initShell = `command -v bash >/dev/null 2>&1 && exec bash -lc "$0"; exec s
 // inits runs the init commands of the boxes: each is started once in each
 // sandbox of its box, and its output goes to the box's log.
 type inits struct {
-	s *Server
+	c *Core
 
 	mu     sync.Mutex
 	runs   map[string]*initRun // by box id: its latest sandbox
@@ -60,7 +60,7 @@ type initRun struct {
 	pending bool
 }
 
-func newInits(s *Server) *inits { return &inits{s: s, runs: map[string]*initRun{}} }
+func newInits(c *Core) *inits { return &inits{c: c, runs: map[string]*initRun{}} }
 
 // started runs the init command of box id in its new sandbox sb. The
 // command is read now, so a change made while sb started is not missed.
@@ -118,11 +118,11 @@ func (in *inits) replaceLocked(id string, run *initRun) {
 // launchLocked starts the stored init command of box id in run's sandbox,
 // if it has one.
 func (in *inits) launchLocked(id string, run *initRun) {
-	b, err := in.s.db.Box(id)
+	b, err := in.c.db.Box(id)
 	if err != nil || b.InitCommand == "" {
 		return
 	}
-	ctx, cancel := context.WithCancel(in.s.ctx)
+	ctx, cancel := context.WithCancel(in.c.ctx)
 	run.stop = cancel
 	in.wg.Add(1)
 	go func() {
@@ -160,7 +160,7 @@ func (in *inits) closeAll() {
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		in.s.log.Warn("init commands did not stop within 10s")
+		in.c.log.Warn("init commands did not stop within 10s")
 	}
 }
 
@@ -183,16 +183,16 @@ func (in *inits) run(ctx context.Context, id string, sb *sandbox.Sandbox, comman
 	p, err := c.Process(ctx, agent.ProcessRequest{Argv: []string{"sh", "-c", initShell, command}, MergeStderr: true, FollowJobs: true})
 	if err != nil {
 		if ctx.Err() == nil {
-			in.s.logf(id, "error", "system", "init command did not start: "+err.Error())
+			in.c.Logf(id, "error", "system", "init command did not start: "+err.Error())
 		}
 		return
 	}
 	defer p.Close()
-	in.s.logf(id, "info", "system", "init command started")
+	in.c.Logf(id, "info", "system", "init command started")
 	err = logLines(p.Output, initOutputMax, func(lines []string) {
-		in.s.logLines(id, "user", lines)
+		in.c.LogLines(id, "user", lines)
 	}, func() {
-		in.s.logf(id, "warn", "system", fmt.Sprintf("init command output reached %d KiB; the rest is not logged", initOutputMax>>10))
+		in.c.Logf(id, "warn", "system", fmt.Sprintf("init command output reached %d KiB; the rest is not logged", initOutputMax>>10))
 	})
 	st, waitErr := p.Wait()
 	var ae *agent.Error
@@ -200,17 +200,17 @@ func (in *inits) run(ctx context.Context, id string, sb *sandbox.Sandbox, comman
 	case ctx.Err() != nil:
 		// Replaced, deleted, or boxd is closing: said where that happens.
 	case err != nil:
-		in.s.logf(id, "error", "system", "init command: "+err.Error())
+		in.c.Logf(id, "error", "system", "init command: "+err.Error())
 	case errors.As(waitErr, &ae):
-		in.s.logf(id, "error", "system", "init command failed: "+ae.Message)
+		in.c.Logf(id, "error", "system", "init command failed: "+ae.Message)
 	case errors.Is(waitErr, agent.ErrExitUnknown):
-		in.s.logf(id, "warn", "system", "init command ended; its exit status was not reported")
+		in.c.Logf(id, "warn", "system", "init command ended; its exit status was not reported")
 	case waitErr != nil:
-		in.s.logf(id, "error", "system", "init command: "+waitErr.Error())
+		in.c.Logf(id, "error", "system", "init command: "+waitErr.Error())
 	case st.ExitCode == 0:
-		in.s.logf(id, "info", "system", "init command exited with status 0")
+		in.c.Logf(id, "info", "system", "init command exited with status 0")
 	default:
-		in.s.logf(id, "warn", "system", fmt.Sprintf("init command exited with status %d", st.ExitCode))
+		in.c.Logf(id, "warn", "system", fmt.Sprintf("init command exited with status %d", st.ExitCode))
 	}
 }
 

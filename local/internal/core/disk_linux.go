@@ -1,4 +1,4 @@
-package local
+package core
 
 import "golang.org/x/sys/unix"
 

@@ -1,4 +1,4 @@
-package local
+package core
 
 import (
 	"cmp"
@@ -28,7 +28,7 @@ type runtime struct {
 	// deleted is set, under mu, when a delete of the box begins, and is
 	// never cleared: the runtime is then a tombstone. Nothing starts,
 	// resumes or reaches the box through it, and boxes.runtime answers
-	// errBoxNotFound for the box while it is in the map.
+	// ErrBoxNotFound for the box while it is in the map.
 	deleted atomic.Bool
 
 	mu       sync.Mutex
@@ -72,91 +72,71 @@ func (r *runtime) lockUnheld(ctx context.Context) error {
 	return nil
 }
 
-// boxes manages the runtimes of all boxes.
-type boxes struct {
-	srv *Server
-	// uids are the locks on the host uids of this boxd's boxes.
-	uids uidLocks
-
-	mu sync.Mutex
-	// rt holds the runtime of each box that has been used, and the
-	// tombstone of each box being deleted. A tombstone leaves the map
-	// once the box's record is gone, when ended counts one more.
-	rt      map[string]*runtime
-	ended   uint64
-	closing bool
-	bg      sync.WaitGroup // background starts
-}
-
-func newBoxes(s *Server) *boxes {
-	return &boxes{srv: s, rt: map[string]*runtime{}}
-}
-
 // warm starts a new box's sandbox in the background, so that its first
 // call does not wait for it.
-func (m *boxes) warm(b *store.Box) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closing {
+func (c *Core) warm(b *store.Box) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
 		return
 	}
-	m.bg.Add(1)
+	c.bg.Add(1)
 	go func() {
-		defer m.bg.Done()
-		if _, err := m.ensure(m.srv.ctx, b, true); err != nil && !errors.Is(err, errBoxNotFound) && !errors.Is(err, errClosing) && !errors.Is(err, errPausedCold) {
-			m.srv.log.Warn("box did not start", "box", b.ID, "err", err)
+		defer c.bg.Done()
+		if _, err := c.ensure(c.ctx, b, true); err != nil && !errors.Is(err, ErrBoxNotFound) && !errors.Is(err, ErrClosing) && !errors.Is(err, errPausedCold) {
+			c.log.Warn("box did not start", "box", b.ID, "err", err)
 		}
 	}()
 }
 
-var errClosing = errors.New("boxd is shutting down")
+var ErrClosing = errors.New("boxd is shutting down")
 
 // runtime returns the runtime of box id, made on first use for a box that
-// has a record. It fails with errBoxNotFound while the box is being
+// has a record. It fails with ErrBoxNotFound while the box is being
 // deleted and once it is gone: a call that read the box's record before
 // its delete can no longer start a sandbox for it.
-func (m *boxes) runtime(id string) (*runtime, error) {
-	m.mu.Lock()
+func (c *Core) runtime(id string) (*runtime, error) {
+	c.mu.Lock()
 	for {
-		if r := m.rt[id]; r != nil {
-			m.mu.Unlock()
+		if r := c.rt[id]; r != nil {
+			c.mu.Unlock()
 			if r.deleted.Load() {
-				return nil, errBoxNotFound
+				return nil, ErrBoxNotFound
 			}
 			return r, nil
 		}
 		// Not under the lock: a store read. A delete that ends meanwhile
 		// (ended moves) may have removed the record after it was read.
-		ended := m.ended
-		m.mu.Unlock()
-		if b, err := m.srv.db.Box(id); errors.Is(err, store.ErrNotFound) || err == nil && b.ID != id {
-			return nil, errBoxNotFound
+		ended := c.ended
+		c.mu.Unlock()
+		if b, err := c.db.Box(id); errors.Is(err, store.ErrNotFound) || err == nil && b.ID != id {
+			return nil, ErrBoxNotFound
 		} else if err != nil {
 			return nil, err
 		}
-		m.mu.Lock()
-		if m.rt[id] == nil && m.ended == ended {
-			r := m.newRuntime(id)
-			m.rt[id] = r
-			m.mu.Unlock()
+		c.mu.Lock()
+		if c.rt[id] == nil && c.ended == ended {
+			r := c.newRuntime(id)
+			c.rt[id] = r
+			c.mu.Unlock()
 			return r, nil
 		}
 	}
 }
 
-func (m *boxes) newRuntime(id string) *runtime {
+func (c *Core) newRuntime(id string) *runtime {
 	r := &runtime{id: id}
 	r.agent = agent.NewClient(agent.ClientConfig{
 		BoxID: id,
-		Dial:  func(ctx context.Context) (net.Conn, error) { return m.dialAgent(ctx, r) },
+		Dial:  func(ctx context.Context) (net.Conn, error) { return c.dialAgent(ctx, r) },
 	})
 	return r
 }
 
 // runningNow reports whether box id's sandbox runs and is not paused,
 // without starting or resuming it.
-func (m *boxes) runningNow(id string) bool {
-	r := m.existing(id)
+func (c *Core) runningNow(id string) bool {
+	r := c.existing(id)
 	if r == nil {
 		return false
 	}
@@ -175,10 +155,10 @@ func (m *boxes) runningNow(id string) bool {
 }
 
 // existing returns the runtime of box id if it has one.
-func (m *boxes) existing(id string) *runtime {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.rt[id]
+func (c *Core) existing(id string) *runtime {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rt[id]
 }
 
 // dialAgent connects to the agent of r's box, starting the box if it
@@ -187,31 +167,31 @@ func (m *boxes) existing(id string) *runtime {
 // a broken box: its sandbox is replaced by a new one, once, and the
 // connection made to that. Nothing has been sent yet when a dial fails,
 // so the request that asked for it goes on unharmed.
-func (m *boxes) dialAgent(ctx context.Context, r *runtime) (net.Conn, error) {
+func (c *Core) dialAgent(ctx context.Context, r *runtime) (net.Conn, error) {
 	for attempt := 0; ; attempt++ {
 		r.mu.Lock()
 		sb := r.sb
 		r.mu.Unlock()
 		if r.deleted.Load() {
-			return nil, errBoxNotFound
+			return nil, ErrBoxNotFound
 		}
 		if sb == nil {
-			b, err := m.srv.db.Box(r.id)
+			b, err := c.db.Box(r.id)
 			if err != nil {
-				return nil, notFoundAsBox(err)
+				return nil, NotFoundAsBox(err)
 			}
-			if rt, err := m.ensureRunning(ctx, b); err != nil {
+			if rt, err := c.ensureRunning(ctx, b); err != nil {
 				return nil, err
 			} else if rt != r {
 				// r is a deleted box's, replaced since (a failed delete
 				// leaves the box with a new runtime).
-				return nil, errBoxNotFound
+				return nil, ErrBoxNotFound
 			}
 			continue
 		}
-		c, err := sb.Dial(ctx)
+		conn, err := sb.Dial(ctx)
 		if !errors.Is(err, sandbox.ErrAgentGone) || attempt > 0 || ctx.Err() != nil {
-			return c, err
+			return conn, err
 		}
 		// The old sandbox is wholly gone before the box runs again: it
 		// stays the box's, so that no call starts another meanwhile,
@@ -228,19 +208,26 @@ func (m *boxes) dialAgent(ctx context.Context, r *runtime) (net.Conn, error) {
 			if sb.Hung() {
 				msg = hungMessage
 			}
-			m.srv.logf(r.id, "warn", "system", msg)
+			c.Logf(r.id, "warn", "system", msg)
 			r.agent.CloseIdleConnections()
 		}
 	}
 }
 
+// The identity commits get when neither the request, the box nor the
+// box's git configuration names one.
+const (
+	DefaultGitUserName  = "Upstash Box"
+	DefaultGitUserEmail = "box@upstash.com"
+)
+
 // hungMessage is logged when a box's sandbox is replaced because its
 // agent stopped answering (sandbox.LivenessTimeout).
 var hungMessage = fmt.Sprintf("the box's agent did not answer for %v; starting a new sandbox", sandbox.LivenessTimeout)
 
-// newID returns a box id: "box-" and ten lower-case letters and digits, so
+// NewID returns a box id: "box-" and ten lower-case letters and digits, so
 // that it can be a DNS label in preview host names.
-func newID(prefix string) string {
+func NewID(prefix string) string {
 	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
 	var b [10]byte
 	_, _ = rand.Read(b[:])
@@ -251,19 +238,19 @@ func newID(prefix string) string {
 }
 
 // prepare creates the box's directories, owned by its user.
-func (m *boxes) prepare(b *store.Box) error {
-	owner, err := m.owner(b.ID)
+func (c *Core) prepare(b *store.Box) error {
+	owner, err := c.owner(b.ID)
 	if err != nil {
 		return err
 	}
-	return m.srv.layout(b.ID).Prepare(owner)
+	return c.Layout(b.ID).Prepare(owner)
 }
 
 // Host uids of the box users, when boxd runs as root: each box has one of
 // its own from this range, which no host user or other box has.
 const (
-	boxUIDFirst = 0x60000000
-	boxUIDCount = 1 << 24
+	UIDFirst = 0x60000000
+	UIDCount = 1 << 24
 )
 
 // owner returns the host uid that box id's user is, or 0 when boxes run
@@ -271,18 +258,18 @@ const (
 // has none yet is given one that no other box has and no live process
 // has either: one that something still runs as (a sandbox being killed,
 // a process another program started) is passed over.
-func (m *boxes) owner(id string) (int, error) {
-	if os.Geteuid() != 0 || m.srv.cfg.Isolation != sandbox.ModeBwrap {
+func (c *Core) owner(id string) (int, error) {
+	if os.Geteuid() != 0 || c.cfg.Isolation != sandbox.ModeBwrap {
 		return 0, nil
 	}
-	if uid, err := m.srv.db.UID(id); err == nil {
-		if !m.uids.lock(uint32(uid)) {
-			m.srv.log.Warn("another boxd of this machine holds the host uid of a box of this one", "box", id, "uid", uid)
+	if uid, err := c.db.UID(id); err == nil {
+		if !c.uids.lock(uint32(uid)) {
+			c.log.Warn("another boxd of this machine holds the host uid of a box of this one", "box", id, "uid", uid)
 		}
 		return int(uid), nil
 	}
 	live := proc.UIDs()
-	uid, err := m.srv.db.ReserveUID(id, boxUIDFirst, boxUIDCount, func(uid uint32) bool { return live[uid] || !m.uids.lock(uid) })
+	uid, err := c.db.ReserveUID(id, UIDFirst, UIDCount, func(uid uint32) bool { return live[uid] || !c.uids.lock(uid) })
 	if err != nil {
 		return 0, fmt.Errorf("host uid for the box: %w", err)
 	}
@@ -303,8 +290,8 @@ func validHostname(s string) bool {
 
 // ensureRunning starts the box's sandbox if it is not running and waits
 // until its agent is ready. A paused box is resumed.
-func (m *boxes) ensureRunning(ctx context.Context, b *store.Box) (*runtime, error) {
-	return m.ensure(ctx, b, false)
+func (c *Core) ensureRunning(ctx context.Context, b *store.Box) (*runtime, error) {
+	return c.ensure(ctx, b, false)
 }
 
 // errPausedCold is warm's answer for a box that was paused before its
@@ -316,14 +303,14 @@ var errPausedCold = errors.New("box paused before it started")
 // beginning are made under r.mu, where pause records its status too, so
 // a pause either comes first and the box is not started, or finds the
 // start under way and freezes what it starts.
-func (m *boxes) ensure(ctx context.Context, b *store.Box, warm bool) (*runtime, error) {
-	r, err := m.runtime(b.ID)
+func (c *Core) ensure(ctx context.Context, b *store.Box, warm bool) (*runtime, error) {
+	r, err := c.runtime(b.ID)
 	if err != nil {
 		return nil, err
 	}
 	// A use, before the box is found paused or not (see idle.go).
 	r.mu.Lock()
-	m.touchLocked(r)
+	c.touchLocked(r)
 	r.mu.Unlock()
 	for {
 		if err := r.lockUnheld(ctx); err != nil {
@@ -331,7 +318,7 @@ func (m *boxes) ensure(ctx context.Context, b *store.Box, warm bool) (*runtime, 
 		}
 		if r.deleted.Load() {
 			r.mu.Unlock()
-			return nil, errBoxNotFound
+			return nil, ErrBoxNotFound
 		}
 		if r.sb != nil {
 			select {
@@ -339,9 +326,9 @@ func (m *boxes) ensure(ctx context.Context, b *store.Box, warm bool) (*runtime, 
 				// The sandbox died (killed from outside, or crashed, or
 				// for an agent that stopped answering): start a new one.
 				if r.sb.Hung() {
-					m.srv.logf(b.ID, "warn", "system", hungMessage)
+					c.Logf(b.ID, "warn", "system", hungMessage)
 				} else {
-					m.srv.logf(b.ID, "warn", "system", "box sandbox exited; restarting it")
+					c.Logf(b.ID, "warn", "system", "box sandbox exited; restarting it")
 				}
 				r.sb = nil
 				// Kept connections led to the old agent.
@@ -350,7 +337,7 @@ func (m *boxes) ensure(ctx context.Context, b *store.Box, warm bool) (*runtime, 
 				sb := r.sb
 				r.mu.Unlock()
 				if sb.Paused() && !warm {
-					if err := m.resume(ctx, b.ID); err != nil {
+					if err := c.resume(ctx, b.ID); err != nil {
 						return nil, err
 					}
 				}
@@ -367,18 +354,18 @@ func (m *boxes) ensure(ctx context.Context, b *store.Box, warm bool) (*runtime, 
 				return nil, ctx.Err()
 			}
 		}
-		m.mu.Lock()
-		closing := m.closing
-		m.mu.Unlock()
+		c.mu.Lock()
+		closing := c.closing
+		c.mu.Unlock()
 		if closing {
 			r.mu.Unlock()
-			return nil, errClosing
+			return nil, ErrClosing
 		}
 		if warm {
-			if cur, err := m.srv.db.Box(b.ID); err != nil || cur.Status == "paused" {
+			if cur, err := c.db.Box(b.ID); err != nil || cur.Status == "paused" {
 				r.mu.Unlock()
 				if err != nil {
-					return nil, notFoundAsBox(err)
+					return nil, NotFoundAsBox(err)
 				}
 				return nil, errPausedCold
 			}
@@ -387,12 +374,12 @@ func (m *boxes) ensure(ctx context.Context, b *store.Box, warm bool) (*runtime, 
 		r.starting = ch
 		r.mu.Unlock()
 
-		sb, err := m.start(b)
+		sb, err := c.start(b)
 
 		r.mu.Lock()
-		m.mu.Lock()
-		closing = m.closing
-		m.mu.Unlock()
+		c.mu.Lock()
+		closing = c.closing
+		c.mu.Unlock()
 		if err == nil && (r.deleted.Load() || closing) {
 			// The box went away while it started. Its sandbox dies before
 			// the waiters are released: destroy waits for this start, and
@@ -402,9 +389,9 @@ func (m *boxes) ensure(ctx context.Context, b *store.Box, warm bool) (*runtime, 
 			close(ch)
 			r.mu.Unlock()
 			if closing {
-				return nil, errClosing
+				return nil, ErrClosing
 			}
-			return nil, errBoxNotFound
+			return nil, ErrBoxNotFound
 		}
 		r.starting = nil
 		close(ch)
@@ -417,28 +404,28 @@ func (m *boxes) ensure(ctx context.Context, b *store.Box, warm bool) (*runtime, 
 		// before this start, or while it began) is wrong now. It is read
 		// again, b may be older than that pause, and mended before a
 		// pause waiting for r.mu can freeze the sandbox and record that.
-		cur, err := m.srv.db.Box(b.ID)
+		cur, err := c.db.Box(b.ID)
 		if err == nil && cur.Status == "paused" {
-			err = m.srv.setStatus(b.ID, "idle")
+			err = c.SetStatus(b.ID, "idle")
 		}
 		r.mu.Unlock()
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, errBoxNotFound
+			return nil, ErrBoxNotFound
 		} else if err != nil {
 			return nil, err
 		}
-		m.srv.logf(b.ID, "info", "system", "box started")
-		m.srv.inits.started(b.ID, sb)
-		m.srv.browsers.warm(b)
+		c.Logf(b.ID, "info", "system", "box started")
+		c.inits.started(b.ID, sb)
+		c.runStarted(b)
 		return r, nil
 	}
 }
 
 // start launches a sandbox for b. It is not bound to the request that
 // triggered it: a box that starts keeps running.
-func (m *boxes) start(b *store.Box) (*sandbox.Sandbox, error) {
-	l := m.srv.layout(b.ID)
-	owner, err := m.owner(b.ID)
+func (c *Core) start(b *store.Box) (*sandbox.Sandbox, error) {
+	l := c.Layout(b.ID)
+	owner, err := c.owner(b.ID)
 	if err != nil {
 		return nil, fmt.Errorf("start box: %w", err)
 	}
@@ -447,20 +434,20 @@ func (m *boxes) start(b *store.Box) (*sandbox.Sandbox, error) {
 	if err := l.Prepare(owner); err != nil {
 		return nil, fmt.Errorf("prepare box: %w", err)
 	}
-	root, path, imageEnv, err := m.srv.images.of(b)
+	root, path, imageEnv, err := c.cfg.Images.Of(b)
 	if err != nil {
 		return nil, fmt.Errorf("start box: %w", err)
 	}
-	cfg := agent.Config{BoxID: b.ID, ImageEnv: imageEnv, Env: m.srv.boxEnv(b), Path: path}
-	if m.srv.cfg.Isolation == sandbox.ModeNone {
+	cfg := agent.Config{BoxID: b.ID, ImageEnv: imageEnv, Env: Env(b), Path: path}
+	if c.cfg.Isolation == sandbox.ModeNone {
 		cfg.HostRoot = l.Files().Dir
 	}
-	bn, err := m.srv.net.startBox(b.ID, l, m.srv.cfg.Isolation)
+	bn, err := c.cfg.Network.StartBox(b.ID, l, c.cfg.Isolation)
 	if err != nil {
 		return nil, fmt.Errorf("start box: %w", err)
 	}
-	limits := m.srv.cfg.Sizes.of(b.Size)
-	if m.srv.cfg.Isolation == sandbox.ModeBwrap {
+	limits := c.cfg.Limits(b.Size)
+	if c.cfg.Isolation == sandbox.ModeBwrap {
 		// Without isolation a box's processes are the operator's own,
 		// and the agent would start the host's programs traced, without
 		// their file capabilities.
@@ -480,32 +467,32 @@ func (m *boxes) start(b *store.Box) (*sandbox.Sandbox, error) {
 		return nil, err
 	}
 	defer logf.Close()
-	ctx, cancel := context.WithTimeout(m.srv.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
 	defer cancel()
 	sb, err := sandbox.Start(ctx, sandbox.Spec{
 		ID:           b.ID,
 		Layout:       l,
 		Hostname:     hostnameOf(b),
-		Mode:         m.srv.cfg.Isolation,
-		Agent:        m.srv.agentBinary,
+		Mode:         c.cfg.Isolation,
+		Agent:        c.cfg.AgentBinary,
 		AgentConfig:  raw,
 		Log:          logf,
 		CABundle:     bn.HostCABundle,
 		EgressSocket: bn.HostSocket,
 		UID:          owner,
-		GitUserName:  cmp.Or(b.GitUserName, defaultGitUserName),
-		GitUserEmail: cmp.Or(b.GitUserEmail, defaultGitUserEmail),
+		GitUserName:  cmp.Or(b.GitUserName, DefaultGitUserName),
+		GitUserEmail: cmp.Or(b.GitUserEmail, DefaultGitUserEmail),
 		Limits:       limits,
 		Image:        root,
 		Path:         path,
 	})
 	if err != nil {
-		m.srv.net.stopBox(b.ID)
-		m.srv.logf(b.ID, "error", "system", "box failed to start: "+err.Error())
+		c.cfg.Network.StopBox(b.ID)
+		c.Logf(b.ID, "error", "system", "box failed to start: "+err.Error())
 		return nil, fmt.Errorf("start box: %w", err)
 	}
 	if miss := sb.Unenforced(); len(miss) > 0 {
-		m.srv.warnUnenforced(miss)
+		c.warnUnenforced(miss)
 	}
 	return sb, nil
 }
@@ -519,8 +506,8 @@ func hostnameOf(b *store.Box) string {
 
 // pause freezes a running box. A box whose sandbox is not running is only
 // marked paused.
-func (m *boxes) pause(ctx context.Context, id string) error {
-	r, err := m.runtime(id)
+func (c *Core) pause(ctx context.Context, id string) error {
+	r, err := c.runtime(id)
 	if err != nil {
 		return err
 	}
@@ -543,7 +530,7 @@ func (m *boxes) pause(ctx context.Context, id string) error {
 	}
 	if r.deleted.Load() {
 		r.mu.Unlock()
-		return errBoxNotFound
+		return ErrBoxNotFound
 	}
 	if sb := r.sb; sb != nil {
 		if err := sb.Pause(); err != nil {
@@ -552,20 +539,20 @@ func (m *boxes) pause(ctx context.Context, id string) error {
 		}
 	}
 	// Recorded under r.mu, so that a start that follows sees it.
-	err = m.srv.setStatus(id, "paused")
+	err = c.SetStatus(id, "paused")
 	r.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	m.srv.logf(id, "info", "system", "box paused")
+	c.Logf(id, "info", "system", "box paused")
 	return nil
 }
 
 // resume thaws a paused box. A box whose processes are gone (boxd
 // restarted since it was paused) is started again when it has an init
 // command, which runs then; otherwise it starts on its next use.
-func (m *boxes) resume(ctx context.Context, id string) error {
-	r, err := m.runtime(id)
+func (c *Core) resume(ctx context.Context, id string) error {
+	r, err := c.runtime(id)
 	if err != nil {
 		return err
 	}
@@ -574,7 +561,7 @@ func (m *boxes) resume(ctx context.Context, id string) error {
 	}
 	if r.deleted.Load() {
 		r.mu.Unlock()
-		return errBoxNotFound
+		return ErrBoxNotFound
 	}
 	sb := r.sb
 	if sb != nil {
@@ -584,16 +571,16 @@ func (m *boxes) resume(ctx context.Context, id string) error {
 		}
 	}
 	r.mu.Unlock()
-	m.srv.logf(id, "info", "system", "box resumed")
+	c.Logf(id, "info", "system", "box resumed")
 	if sb != nil {
-		m.srv.inits.resumed(id)
+		c.inits.resumed(id)
 	}
-	if err := m.srv.setStatus(id, "idle"); err != nil {
+	if err := c.SetStatus(id, "idle"); err != nil {
 		return err
 	}
 	if sb == nil {
-		if b, err := m.srv.db.Box(id); err == nil && b.InitCommand != "" {
-			m.warm(b)
+		if b, err := c.db.Box(id); err == nil && b.InitCommand != "" {
+			c.warm(b)
 		}
 	}
 	return nil
@@ -608,14 +595,14 @@ func (m *boxes) resume(ctx context.Context, id string) error {
 // Only then does the tombstone go: a runtime is made again only for a box
 // that has a record (see runtime). A delete of a box that another delete
 // is deleting waits for that one, and has its outcome.
-func (m *boxes) destroy(id string, drop func() error) error {
-	m.mu.Lock()
-	r := m.rt[id]
+func (c *Core) destroy(id string, drop func() error) error {
+	c.mu.Lock()
+	r := c.rt[id]
 	if r == nil {
-		r = m.newRuntime(id)
-		m.rt[id] = r
+		r = c.newRuntime(id)
+		c.rt[id] = r
 	}
-	m.mu.Unlock()
+	c.mu.Unlock()
 	r.mu.Lock()
 	if ch := r.deleting; ch != nil {
 		r.mu.Unlock()
@@ -634,22 +621,22 @@ func (m *boxes) destroy(id string, drop func() error) error {
 	}
 	r.mu.Unlock()
 
-	err := m.remove(id, r, sb, starting, drop)
+	err := c.remove(id, r, sb, starting, drop)
 
-	m.mu.Lock()
-	if m.rt[id] == r {
-		delete(m.rt, id)
+	c.mu.Lock()
+	if c.rt[id] == r {
+		delete(c.rt, id)
 	}
-	m.ended++
-	m.mu.Unlock()
+	c.ended++
+	c.mu.Unlock()
 	r.deleteErr = err
 	close(done)
 	return err
 }
 
 // remove does destroy's work on runtime r, marked deleted.
-func (m *boxes) remove(id string, r *runtime, sb *sandbox.Sandbox, starting chan struct{}, drop func() error) error {
-	uid, uidErr := m.srv.db.UID(id)
+func (c *Core) remove(id string, r *runtime, sb *sandbox.Sandbox, starting chan struct{}, drop func() error) error {
+	uid, uidErr := c.db.UID(id)
 	if sb != nil {
 		sb.Kill()
 	}
@@ -660,8 +647,8 @@ func (m *boxes) remove(id string, r *runtime, sb *sandbox.Sandbox, starting chan
 		<-starting
 	}
 	r.agent.CloseIdleConnections()
-	m.srv.net.forgetBox(id)
-	root := m.srv.layout(id).Root
+	c.cfg.Network.ForgetBox(id)
+	root := c.Layout(id).Root
 	// Processes killed a moment ago may still be closing files; try again
 	// briefly before giving up.
 	var err error
@@ -681,28 +668,28 @@ func (m *boxes) remove(id string, r *runtime, sb *sandbox.Sandbox, starting chan
 	}
 	// Its host uid is free once nothing of it is left (a box whose
 	// creation failed has no record to take it with it).
-	if err := m.srv.db.ReleaseUID(id); err != nil {
-		m.srv.log.Warn("cannot release the box's host uid", "box", id, "err", err)
+	if err := c.db.ReleaseUID(id); err != nil {
+		c.log.Warn("cannot release the box's host uid", "box", id, "err", err)
 	}
 	if uidErr == nil {
-		m.uids.unlock(uid)
+		c.uids.unlock(uid)
 	}
 	return nil
 }
 
 // closeAll stops every running sandbox (boxd shutting down). Box files
 // and records stay.
-func (m *boxes) closeAll() {
-	m.mu.Lock()
-	m.closing = true
-	m.mu.Unlock()
-	m.bg.Wait()
-	m.mu.Lock()
-	rts := make([]*runtime, 0, len(m.rt))
-	for _, r := range m.rt {
+func (c *Core) closeAll() {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
+	c.bg.Wait()
+	c.mu.Lock()
+	rts := make([]*runtime, 0, len(c.rt))
+	for _, r := range c.rt {
 		rts = append(rts, r)
 	}
-	m.mu.Unlock()
+	c.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, r := range rts {
 		r.mu.Lock()
@@ -721,5 +708,3 @@ func (m *boxes) closeAll() {
 	}
 	wg.Wait()
 }
-
-var errBoxNotFound = errors.New("box not found")

@@ -1,4 +1,4 @@
-package local
+package core
 
 import "time"
 
@@ -14,11 +14,11 @@ type Clock interface {
 	AfterFunc(d time.Duration, f func()) (stop func() bool)
 }
 
-// systemClock is the real time.
-type systemClock struct{}
+// SystemClock is the real time.
+type SystemClock struct{}
 
-func (systemClock) Now() time.Time { return time.Now() }
+func (SystemClock) Now() time.Time { return time.Now() }
 
-func (systemClock) AfterFunc(d time.Duration, f func()) func() bool {
+func (SystemClock) AfterFunc(d time.Duration, f func()) func() bool {
 	return time.AfterFunc(d, f).Stop
 }

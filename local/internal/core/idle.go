@@ -1,4 +1,4 @@
-package local
+package core
 
 import (
 	"context"
@@ -23,8 +23,8 @@ const DefaultIdlePause = 15 * time.Minute
 // must not wait on a frozen agent.
 
 // idleTime is the server's idle time; 0 means boxes never idle-pause.
-func (s *Server) idleTime() time.Duration {
-	switch d := s.cfg.IdlePause; {
+func (c *Core) idleTime() time.Duration {
+	switch d := c.cfg.IdlePause; {
 	case d < 0:
 		return 0
 	case d == 0:
@@ -35,58 +35,58 @@ func (s *Server) idleTime() time.Duration {
 }
 
 // touch records a use of box id now, and arms its idle timer.
-func (m *boxes) touch(id string) {
-	r, err := m.runtime(id)
+func (c *Core) touch(id string) {
+	r, err := c.runtime(id)
 	if err != nil {
 		return // deleted
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	m.touchLocked(r)
+	c.touchLocked(r)
 }
 
-func (m *boxes) touchLocked(r *runtime) {
-	r.lastUse = m.srv.cfg.Clock.Now()
+func (c *Core) touchLocked(r *runtime) {
+	r.lastUse = c.cfg.Clock.Now()
 	r.useGen++
-	m.armLocked(r, m.srv.idleTime())
+	c.armLocked(r, c.idleTime())
 }
 
 // armLocked starts r's idle timer to fire in d, unless it is armed.
-func (m *boxes) armLocked(r *runtime, d time.Duration) {
+func (c *Core) armLocked(r *runtime, d time.Duration) {
 	if d <= 0 || r.idleStop != nil || r.deleted.Load() {
 		return
 	}
-	m.mu.Lock()
-	closing := m.closing
-	m.mu.Unlock()
+	c.mu.Lock()
+	closing := c.closing
+	c.mu.Unlock()
 	if closing {
 		return
 	}
-	r.idleStop = m.srv.cfg.Clock.AfterFunc(d, func() { go m.idleCheck(r) })
+	r.idleStop = c.cfg.Clock.AfterFunc(d, func() { go c.idleCheck(r) })
 }
 
 // busy marks box id in use until the returned func is called.
-func (m *boxes) busy(id string) (done func()) {
-	r, err := m.runtime(id)
+func (c *Core) busy(id string) (done func()) {
+	r, err := c.runtime(id)
 	if err != nil {
 		return func() {} // deleted: nothing to keep awake
 	}
 	r.mu.Lock()
 	r.busyOps++
-	m.touchLocked(r)
+	c.touchLocked(r)
 	r.mu.Unlock()
 	return func() {
 		r.mu.Lock()
 		r.busyOps--
-		m.touchLocked(r)
+		c.touchLocked(r)
 		r.mu.Unlock()
 	}
 }
 
 // idleCheck runs when r's idle timer fires: it pauses the box if nothing
 // used it for the idle time, or arms the timer for when that may be.
-func (m *boxes) idleCheck(r *runtime) {
-	idle := m.srv.idleTime()
+func (c *Core) idleCheck(r *runtime) {
+	idle := c.idleTime()
 	r.mu.Lock()
 	r.idleStop = nil
 	if r.deleted.Load() || idle <= 0 {
@@ -94,35 +94,35 @@ func (m *boxes) idleCheck(r *runtime) {
 		return
 	}
 	if r.busyOps > 0 {
-		m.armLocked(r, idle)
+		c.armLocked(r, idle)
 		r.mu.Unlock()
 		return
 	}
-	if left := idle - m.srv.cfg.Clock.Now().Sub(r.lastUse); left > 0 {
-		m.armLocked(r, left)
+	if left := idle - c.cfg.Clock.Now().Sub(r.lastUse); left > 0 {
+		c.armLocked(r, left)
 		r.mu.Unlock()
 		return
 	}
 	gen := r.useGen
 	r.mu.Unlock()
 
-	b, err := m.srv.db.Box(r.id)
+	b, err := c.db.Box(r.id)
 	if err != nil || b.KeepAlive || b.Status == "paused" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(m.srv.ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(c.ctx, time.Minute)
 	defer cancel()
-	if err := m.pause(ctx, r.id); err != nil {
-		m.srv.log.Warn("idle pause failed", "box", r.id, "err", err)
+	if err := c.pause(ctx, r.id); err != nil {
+		c.log.Warn("idle pause failed", "box", r.id, "err", err)
 		return
 	}
-	m.srv.logf(r.id, "info", "system", "box paused after "+idle.String()+" without use")
+	c.Logf(r.id, "info", "system", "box paused after "+idle.String()+" without use")
 	r.mu.Lock()
 	raced := r.useGen != gen || r.busyOps > 0
 	r.mu.Unlock()
 	if raced {
-		if err := m.resume(ctx, r.id); err != nil {
-			m.srv.log.Warn("resume after an idle pause failed", "box", r.id, "err", err)
+		if err := c.resume(ctx, r.id); err != nil {
+			c.log.Warn("resume after an idle pause failed", "box", r.id, "err", err)
 		}
 	}
 }

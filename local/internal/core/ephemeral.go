@@ -1,4 +1,4 @@
-package local
+package core
 
 import (
 	"errors"
@@ -22,44 +22,44 @@ import (
 
 // expireLater arms the timer that deletes ephemeral box b when its time is
 // up.
-func (m *boxes) expireLater(b *store.Box) {
-	clock := m.srv.cfg.Clock
+func (c *Core) expireLater(b *store.Box) {
+	clock := c.cfg.Clock
 	id := b.ID
 	d := time.Unix(b.ExpiresAt, 0).Sub(clock.Now())
-	clock.AfterFunc(d, func() { m.expire(id) })
+	clock.AfterFunc(d, func() { c.expire(id) })
 }
 
 // expire deletes ephemeral box id if its time is up. It returns at once:
 // a clock may call it from any goroutine (a fake one from the goroutine
 // that advances it), so the work is done in the background, where Close
 // waits for it.
-func (m *boxes) expire(id string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closing {
+func (c *Core) expire(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
 		return
 	}
-	m.bg.Add(1)
+	c.bg.Add(1)
 	go func() {
-		defer m.bg.Done()
-		b, err := m.srv.db.Box(id)
+		defer c.bg.Done()
+		b, err := c.db.Box(id)
 		if errors.Is(err, store.ErrNotFound) {
 			return // deleted already
 		}
 		if err != nil {
-			m.srv.log.Error("ephemeral box expiry", "box", id, "err", err)
+			c.log.Error("ephemeral box expiry", "box", id, "err", err)
 			return
 		}
 		if !b.Ephemeral {
 			return
 		}
-		if m.srv.cfg.Clock.Now().Unix() < b.ExpiresAt {
-			m.expireLater(b) // not yet: the record says later
+		if c.cfg.Clock.Now().Unix() < b.ExpiresAt {
+			c.expireLater(b) // not yet: the record says later
 			return
 		}
-		m.srv.log.Info("ephemeral box expired", "box", id)
-		if err := (&controlPlane{s: m.srv}).deleteBox(id); err != nil {
-			m.srv.log.Error("cannot delete expired ephemeral box", "box", id, "err", err)
+		c.log.Info("ephemeral box expired", "box", id)
+		if err := c.Delete(id); err != nil {
+			c.log.Error("cannot delete expired ephemeral box", "box", id, "err", err)
 		}
 	}()
 }
@@ -67,23 +67,23 @@ func (m *boxes) expire(id string) {
 // armExpiries runs when boxd starts: stored ephemeral boxes whose time ran
 // out while boxd was down are deleted now, and the others get their
 // timers back.
-func (m *boxes) armExpiries() {
-	all, err := m.srv.db.Boxes()
+func (c *Core) armExpiries() {
+	all, err := c.db.Boxes()
 	if err != nil {
-		m.srv.log.Error("cannot list boxes to arm ephemeral expiry", "err", err)
+		c.log.Error("cannot list boxes to arm ephemeral expiry", "err", err)
 		return
 	}
-	now := m.srv.cfg.Clock.Now().Unix()
+	now := c.cfg.Clock.Now().Unix()
 	for _, b := range all {
 		switch {
 		case !b.Ephemeral:
 		case b.ExpiresAt <= now:
-			m.srv.log.Info("ephemeral box expired while boxd was down", "box", b.ID)
-			if err := (&controlPlane{s: m.srv}).deleteBox(b.ID); err != nil {
-				m.srv.log.Error("cannot delete expired ephemeral box", "box", b.ID, "err", err)
+			c.log.Info("ephemeral box expired while boxd was down", "box", b.ID)
+			if err := c.Delete(b.ID); err != nil {
+				c.log.Error("cannot delete expired ephemeral box", "box", b.ID, "err", err)
 			}
 		default:
-			m.expireLater(b)
+			c.expireLater(b)
 		}
 	}
 }

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package core
+
+import "errors"
+
+// freeBytes fails: boxd runs only on Linux (see local.ErrUnsupportedOS).
+func freeBytes(string) (int64, error) { return 0, errors.New("boxd runs only on Linux") }
