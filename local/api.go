@@ -15,7 +15,9 @@ import (
 	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/errdefs"
+	"github.com/upstash/box-go/local/internal/feature/agentrun"
 	"github.com/upstash/box-go/local/internal/store"
+	"github.com/upstash/box-go/local/internal/wire"
 )
 
 // access says what lets a request through to a route.
@@ -85,7 +87,7 @@ func (s *Server) controlPlaneHandler() http.Handler {
 	base.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not found")
 	})
-	strict := gen.NewStrictHandlerWithOptions(&controlPlane{s: s}, nil, gen.StrictHTTPServerOptions{
+	strict := gen.NewStrictHandlerWithOptions(&controlPlane{Runs: s.runs, s: s}, nil, gen.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.As(err, new(*http.MaxBytesError)) {
 				writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(s.cfg.MaxBodyBytes, 10)+" bytes")
@@ -175,14 +177,13 @@ func (s *Server) storeError(w http.ResponseWriter, err error) {
 // box's agent before this handler.
 type controlPlane struct {
 	agentOperations
+	*agentrun.Runs
 	s *Server
 }
 
 // controlPlane answers every operation of the API: a missing one is a
 // compile error, not a 501 at run time.
 var _ gen.StrictServerInterface = (*controlPlane)(nil)
-
-func message(m string) gen.MessageResponse { return gen.MessageResponse{Message: &m} }
 
 func (c *controlPlane) box(idOrName string) (*store.Box, error) {
 	return c.s.core.Box(idOrName)
@@ -228,7 +229,7 @@ func validateCreate(r *gen.CreateBoxRequest) error {
 	if err := validateLabels(r.Labels); err != nil {
 		return err
 	}
-	if strings.ContainsAny(deref(r.GitUserName)+deref(r.GitUserEmail), "\x00\r\n") {
+	if strings.ContainsAny(wire.Deref(r.GitUserName)+wire.Deref(r.GitUserEmail), "\x00\r\n") {
 		return errdefs.Invalid("git_user_name and git_user_email must be one line")
 	}
 	if r.Size != nil && !slices.Contains([]gen.BoxSize{gen.BoxSizeSmall, gen.BoxSizeMedium, gen.BoxSizeLarge}, *r.Size) {
@@ -270,14 +271,6 @@ func validateCreate(r *gen.CreateBoxRequest) error {
 	return nil
 }
 
-func raw(v any) json.RawMessage {
-	if v == nil {
-		return nil
-	}
-	b, _ := json.Marshal(v)
-	return b
-}
-
 func (c *controlPlane) CreateBox(ctx context.Context, req gen.CreateBoxRequestObject) (gen.CreateBoxResponseObject, error) {
 	body := req.Body
 	if body == nil {
@@ -301,7 +294,7 @@ func (c *controlPlane) create(ctx context.Context, body *gen.CreateBoxRequest, f
 	if err := c.s.core.NeedDisk("create a box"); err != nil {
 		return nil, err
 	}
-	imageID, release, err := c.s.images.forCreate(ctx, deref(body.Runtime), deref(body.Browser))
+	imageID, release, err := c.s.images.forCreate(ctx, wire.Deref(body.Runtime), wire.Deref(body.Browser))
 	if err != nil {
 		return nil, err
 	}
@@ -309,23 +302,23 @@ func (c *controlPlane) create(ctx context.Context, body *gen.CreateBoxRequest, f
 	now := time.Now()
 	b := &store.Box{
 		ID:            core.NewID("box-"),
-		Name:          deref(body.Name),
+		Name:          wire.Deref(body.Name),
 		Labels:        body.Labels,
-		Size:          string(derefOr(body.Size, gen.BoxSizeSmall)),
-		KeepAlive:     deref(body.KeepAlive),
-		InitCommand:   deref(body.InitCommand),
-		Model:         deref(body.Model),
-		Agent:         deref(body.Agent),
-		AgentAPIKey:   deref(body.AgentAPIKey),
-		Runtime:       deref(body.Runtime),
-		GitHubToken:   deref(body.GithubToken),
-		GitUserName:   deref(body.GitUserName),
-		GitUserEmail:  deref(body.GitUserEmail),
+		Size:          string(wire.DerefOr(body.Size, gen.BoxSizeSmall)),
+		KeepAlive:     wire.Deref(body.KeepAlive),
+		InitCommand:   wire.Deref(body.InitCommand),
+		Model:         wire.Deref(body.Model),
+		Agent:         wire.Deref(body.Agent),
+		AgentAPIKey:   wire.Deref(body.AgentAPIKey),
+		Runtime:       wire.Deref(body.Runtime),
+		GitHubToken:   wire.Deref(body.GithubToken),
+		GitUserName:   wire.Deref(body.GitUserName),
+		GitUserEmail:  wire.Deref(body.GitUserEmail),
 		EnvVars:       c.s.withAccountEnv(body.EnvVars),
 		AttachHeaders: body.AttachHeaders,
 		Skills:        body.Skills,
-		Ephemeral:     deref(body.Ephemeral),
-		Browser:       deref(body.Browser),
+		Ephemeral:     wire.Deref(body.Ephemeral),
+		Browser:       wire.Deref(body.Browser),
 		Image:         imageID,
 		Status:        "idle",
 		CreatedAt:     now.Unix(),
@@ -335,20 +328,20 @@ func (c *controlPlane) create(ctx context.Context, body *gen.CreateBoxRequest, f
 	if b.Agent == "" && b.Model != "" && !b.Ephemeral {
 		// The official SDKs' first releases (0.1.x) send a model and no
 		// agent: the model names the harness, as on the cloud.
-		b.Agent = inferHarness(b.Model)
+		b.Agent = agentrun.InferHarness(b.Model)
 	}
 	if body.CustomRunner != nil {
-		b.CustomRunner = raw(body.CustomRunner)
+		b.CustomRunner = wire.Raw(body.CustomRunner)
 	}
 	if body.NetworkPolicy != nil {
-		b.NetworkPolicy = raw(body.NetworkPolicy)
+		b.NetworkPolicy = wire.Raw(body.NetworkPolicy)
 	}
 	if len(body.McpServers) > 0 {
-		b.MCPServers = raw(body.McpServers)
+		b.MCPServers = wire.Raw(body.McpServers)
 	}
 	if b.Ephemeral {
 		// On the server's clock, which also times the deletion.
-		b.ExpiresAt = c.s.cfg.Clock.Now().Unix() + derefOr(body.TTL, maxTTL)
+		b.ExpiresAt = c.s.cfg.Clock.Now().Unix() + wire.DerefOr(body.TTL, maxTTL)
 	}
 	if err := c.s.core.Create(b, fill); err != nil {
 		return nil, err
@@ -387,7 +380,7 @@ func (c *controlPlane) DeleteBox(ctx context.Context, req gen.DeleteBoxRequestOb
 	if err := c.s.core.Delete(b.ID); err != nil {
 		return nil, err
 	}
-	return gen.DeleteBox200JSONResponse(message("Box deleted")), nil
+	return gen.DeleteBox200JSONResponse(wire.Message("Box deleted")), nil
 }
 
 // DeleteBoxes deletes the listed boxes. An empty list, or one with a blank
@@ -418,7 +411,7 @@ func (c *controlPlane) DeleteBoxes(ctx context.Context, req gen.DeleteBoxesReque
 			return nil, err
 		}
 	}
-	return gen.DeleteBoxes200JSONResponse(message(fmt.Sprintf("%d boxes deleted", len(ids)))), nil
+	return gen.DeleteBoxes200JSONResponse(wire.Message(fmt.Sprintf("%d boxes deleted", len(ids)))), nil
 }
 
 func (c *controlPlane) GetBoxStatus(ctx context.Context, req gen.GetBoxStatusRequestObject) (gen.GetBoxStatusResponseObject, error) {
@@ -442,7 +435,7 @@ func (c *controlPlane) PauseBox(ctx context.Context, req gen.PauseBoxRequestObje
 			return nil, err
 		}
 	}
-	return gen.PauseBox200JSONResponse(message("Box paused")), nil
+	return gen.PauseBox200JSONResponse(wire.Message("Box paused")), nil
 }
 
 func (c *controlPlane) ResumeBox(ctx context.Context, req gen.ResumeBoxRequestObject) (gen.ResumeBoxResponseObject, error) {
@@ -455,7 +448,7 @@ func (c *controlPlane) ResumeBox(ctx context.Context, req gen.ResumeBoxRequestOb
 			return nil, err
 		}
 	}
-	return gen.ResumeBox200JSONResponse(message("Box resumed")), nil
+	return gen.ResumeBox200JSONResponse(wire.Message("Box resumed")), nil
 }
 
 func (c *controlPlane) GetBoxLogs(ctx context.Context, req gen.GetBoxLogsRequestObject) (gen.GetBoxLogsResponseObject, error) {
@@ -463,7 +456,7 @@ func (c *controlPlane) GetBoxLogs(ctx context.Context, req gen.GetBoxLogsRequest
 	if err != nil {
 		return nil, err
 	}
-	offset, limit := deref(req.Params.Offset), deref(req.Params.Limit)
+	offset, limit := wire.Deref(req.Params.Offset), wire.Deref(req.Params.Limit)
 	if offset < 0 || limit < 0 {
 		return nil, errdefs.Invalid("offset and limit must not be negative")
 	}
@@ -489,7 +482,7 @@ func (c *controlPlane) ListBoxRuns(ctx context.Context, req gen.ListBoxRunsReque
 	}
 	out := make([]gen.RunRecord, len(runs))
 	for i, r := range runs {
-		out[i] = runRecord(r)
+		out[i] = wire.RunRecord(r)
 	}
 	return gen.ListBoxRuns200JSONResponse{Runs: out}, nil
 }
@@ -509,9 +502,6 @@ func (c *controlPlane) GetBoxRun(ctx context.Context, req gen.GetBoxRunRequestOb
 	return gen.GetBoxRun200JSONResponse{Status: gen.RunStatus(r.Status)}, nil
 }
 
-// customerID is the account boxd reports records under.
-const customerID = "local"
-
 func boxData(b *store.Box) gen.BoxData {
 	d := gen.BoxData{
 		ID:            b.ID,
@@ -520,24 +510,24 @@ func boxData(b *store.Box) gen.BoxData {
 		EnabledSkills: b.Skills,
 		CreatedAt:     b.CreatedAt,
 		UpdatedAt:     b.UpdatedAt,
-		CustomerID:    ptr(customerID),
-		KeepAlive:     ptr(b.KeepAlive),
-		Size:          ptr(gen.BoxSize(b.Size)),
+		CustomerID:    wire.Ptr(wire.CustomerID),
+		KeepAlive:     wire.Ptr(b.KeepAlive),
+		Size:          wire.Ptr(gen.BoxSize(b.Size)),
 	}
 	if d.Labels == nil {
 		d.Labels = []string{}
 	}
 	if b.Name != "" {
-		d.Name = ptr(b.Name)
+		d.Name = wire.Ptr(b.Name)
 	}
 	if b.Model != "" {
-		d.Model = ptr(b.Model)
+		d.Model = wire.Ptr(b.Model)
 	}
 	if b.Agent != "" {
-		d.Agent = ptr(b.Agent)
+		d.Agent = wire.Ptr(b.Agent)
 	}
 	if b.Runtime != "" {
-		d.Runtime = ptr(b.Runtime)
+		d.Runtime = wire.Ptr(b.Runtime)
 	}
 	np := gen.NetworkPolicy{Mode: gen.NetworkPolicyModeAllowAll}
 	if len(b.NetworkPolicy) > 0 {
@@ -545,81 +535,26 @@ func boxData(b *store.Box) gen.BoxData {
 	}
 	d.NetworkPolicy = &np
 	if b.Ephemeral {
-		d.Ephemeral = ptr(true)
-		d.ExpiresAt = ptr(b.ExpiresAt)
+		d.Ephemeral = wire.Ptr(true)
+		d.ExpiresAt = wire.Ptr(b.ExpiresAt)
 	}
 	if b.Browser {
-		d.Browser = ptr(true)
+		d.Browser = wire.Ptr(true)
 	}
 	if b.LastActivity != 0 {
-		d.LastActivityAt = ptr(b.LastActivity)
+		d.LastActivityAt = wire.Ptr(b.LastActivity)
 	}
 	if b.SessionID != "" {
-		d.SessionID = ptr(b.SessionID)
+		d.SessionID = wire.Ptr(b.SessionID)
 	}
 	if b.TotalPrompts != 0 {
-		d.TotalPrompts = ptr(b.TotalPrompts)
-		d.TotalInputTokens = ptr(b.TotalInputTokens)
-		d.TotalOutputTokens = ptr(b.TotalOutputTokens)
-		d.TotalTokenCostUSD = ptr(b.TotalTokenCostUSD)
+		d.TotalPrompts = wire.Ptr(b.TotalPrompts)
+		d.TotalInputTokens = wire.Ptr(b.TotalInputTokens)
+		d.TotalOutputTokens = wire.Ptr(b.TotalOutputTokens)
+		d.TotalTokenCostUSD = wire.Ptr(b.TotalTokenCostUSD)
 	}
 	if b.TotalCPUNs != 0 {
-		d.TotalCPUNs = ptr(b.TotalCPUNs)
+		d.TotalCPUNs = wire.Ptr(b.TotalCPUNs)
 	}
 	return d
-}
-
-func runRecord(r *store.Run) gen.RunRecord {
-	rec := gen.RunRecord{
-		ID:           r.ID,
-		BoxID:        r.BoxID,
-		CustomerID:   customerID,
-		Type:         gen.RunRecordType(r.Type),
-		Status:       gen.RunStatus(r.Status),
-		InputTokens:  r.InputTokens,
-		OutputTokens: r.OutputTokens,
-		CostUSD:      r.CostUSD,
-		DurationMs:   r.DurationMs,
-		CreatedAt:    r.CreatedAt,
-		CPUNs:        ptr(r.CPUNs),
-	}
-	set := func(dst **string, v string) {
-		if v != "" {
-			*dst = ptr(v)
-		}
-	}
-	set(&rec.Prompt, r.Prompt)
-	set(&rec.Model, r.Model)
-	set(&rec.Output, r.Output)
-	set(&rec.ErrorMessage, r.ErrorMessage)
-	set(&rec.SessionID, r.SessionID)
-	set(&rec.ScheduleID, r.ScheduleID)
-	if r.CompletedAt != 0 {
-		rec.CompletedAt = ptr(r.CompletedAt)
-	}
-	if r.CachedTokens != 0 {
-		rec.CachedInputTokens = ptr(r.CachedTokens)
-	}
-	if r.MemoryPeak != 0 {
-		rec.MemoryPeakBytes = ptr(r.MemoryPeak)
-	}
-	rec.ComputeCostUSD = ptr(0.0)
-	return rec
-}
-
-func ptr[T any](v T) *T { return &v }
-
-func deref[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
-}
-
-func derefOr[T any](p *T, def T) T {
-	if p == nil {
-		return def
-	}
-	return *p
 }

@@ -251,9 +251,9 @@ func (bs *browsers) warm(b *store.Box) {
 	}()
 }
 
-// devtoolsURL is where box b's processes reach its Chromium's DevTools
+// DevtoolsURL is where box b's processes reach its Chromium's DevTools
 // (http://127.0.0.1:port), starting Chromium if it is not running.
-func (bs *browsers) devtoolsURL(ctx context.Context, b *store.Box) (string, error) {
+func (bs *browsers) DevtoolsURL(ctx context.Context, b *store.Box) (string, error) {
 	bb, _, err := bs.ensure(ctx, b)
 	if err != nil {
 		return "", err

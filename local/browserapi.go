@@ -15,7 +15,9 @@ import (
 	"github.com/upstash/box-go/local/internal/browser"
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/harnesses"
+	"github.com/upstash/box-go/local/internal/respschema"
 	"github.com/upstash/box-go/local/internal/store"
+	"github.com/upstash/box-go/local/internal/wire"
 )
 
 // Bounds of browser operations that carry no timeout of their own.
@@ -128,7 +130,7 @@ func (c *controlPlane) CreateBrowserTab(ctx context.Context, req gen.CreateBrows
 	} else if err := needURL(u); err != nil {
 		return nil, err
 	}
-	wait := string(derefOr(req.Body.WaitUntil, gen.CreateBrowserTabRequestWaitUntilLoad))
+	wait := string(wire.DerefOr(req.Body.WaitUntil, gen.CreateBrowserTabRequestWaitUntilLoad))
 	if wait != browser.WaitLoad && wait != browser.WaitDOMContentLoaded && wait != browser.WaitNetworkIdle {
 		return nil, errdefs.Invalid("wait_until must be load, domcontentloaded or networkidle, not %q", wait)
 	}
@@ -149,10 +151,10 @@ func (c *controlPlane) CreateBrowserTab(ctx context.Context, req gen.CreateBrows
 	}
 	out := gen.BrowserTab{ID: t.ID}
 	if t.URL != "" {
-		out.URL = ptr(t.URL)
+		out.URL = wire.Ptr(t.URL)
 	}
 	if t.Title != "" {
-		out.Title = ptr(t.Title)
+		out.Title = wire.Ptr(t.Title)
 	}
 	return gen.CreateBrowserTab200JSONResponse(out), nil
 }
@@ -170,10 +172,10 @@ func (c *controlPlane) ListBrowserTabs(ctx context.Context, req gen.ListBrowserT
 	for _, t := range tabs {
 		bt := gen.BrowserTab{ID: t.ID}
 		if t.URL != "" {
-			bt.URL = ptr(t.URL)
+			bt.URL = wire.Ptr(t.URL)
 		}
 		if t.Title != "" {
-			bt.Title = ptr(t.Title)
+			bt.Title = wire.Ptr(t.Title)
 		}
 		out.Tabs = append(out.Tabs, bt)
 	}
@@ -188,7 +190,7 @@ func (c *controlPlane) CloseBrowserTab(ctx context.Context, req gen.CloseBrowser
 	if err := ctl.CloseTab(ctx, req.TabID); err != nil {
 		return nil, browserError(err, req.TabID)
 	}
-	return gen.CloseBrowserTab200JSONResponse(message("Tab closed")), nil
+	return gen.CloseBrowserTab200JSONResponse(wire.Message("Tab closed")), nil
 }
 
 func (c *controlPlane) BrowserGoto(ctx context.Context, req gen.BrowserGotoRequestObject) (gen.BrowserGotoResponseObject, error) {
@@ -242,7 +244,7 @@ func (c *controlPlane) BrowserScreenshot(ctx context.Context, req gen.BrowserScr
 	if err != nil {
 		return nil, err
 	}
-	png, err := ctl.Screenshot(ctx, req.Params.Tab, deref(req.Params.FullPage))
+	png, err := ctl.Screenshot(ctx, req.Params.Tab, wire.Deref(req.Params.FullPage))
 	if err != nil {
 		return nil, browserError(err, req.Params.Tab)
 	}
@@ -266,7 +268,7 @@ func (c *controlPlane) BrowserConnect(ctx context.Context, req gen.BrowserConnec
 func (c *controlPlane) BrowserScreencast(ctx context.Context, req gen.BrowserScreencastRequestObject) (gen.BrowserScreencastResponseObject, error) {
 	tab := ""
 	if req.Body != nil {
-		tab = deref(req.Body.Tab)
+		tab = wire.Deref(req.Body.Tab)
 	}
 	b, ctl, err := c.browserOf(ctx, req.ID)
 	if err != nil {
@@ -349,7 +351,7 @@ func splitModel(model string) (string, string, error) {
 // provider of the box's own model), else the provider's variable in the
 // box's env.
 func (bs *browsers) provider(b *store.Box, requested *string) (browser.Provider, string, error) {
-	model := deref(requested)
+	model := wire.Deref(requested)
 	if model == "" {
 		model = b.Model
 	}
@@ -416,7 +418,7 @@ func (c *controlPlane) BrowserExtract(ctx context.Context, req gen.BrowserExtrac
 	if body.Schema == nil {
 		return nil, errdefs.Invalid("schema is required")
 	}
-	sch, err := compileSchema(body.Schema)
+	sch, err := respschema.Compile(body.Schema)
 	if err != nil {
 		return nil, err
 	}
@@ -435,7 +437,7 @@ func (c *controlPlane) BrowserExtract(ctx context.Context, req gen.BrowserExtrac
 		if err != nil {
 			return err
 		}
-		return validateOutput(sch, string(raw))
+		return respschema.Validate(sch, string(raw))
 	}
 	data, usage, err := browser.Extract(ctx, p, model, snap, body.Instruction, body.Schema, validate)
 	c.s.browsers.meter(b.ID, "extract", usage)
@@ -473,9 +475,9 @@ func (c *controlPlane) BrowserObserve(ctx context.Context, req gen.BrowserObserv
 	}
 	out := gen.BrowserObserveResponse{Elements: []gen.BrowserElement{}}
 	for _, f := range found {
-		e := gen.BrowserElement{Description: f.Description, Selector: ptr(f.Selector), Method: ptr(f.Method), Arguments: f.Arguments}
+		e := gen.BrowserElement{Description: f.Description, Selector: wire.Ptr(f.Selector), Method: wire.Ptr(f.Method), Arguments: f.Arguments}
 		if f.URL != "" {
-			e.URL = ptr(f.URL)
+			e.URL = wire.Ptr(f.URL)
 		}
 		out.Elements = append(out.Elements, e)
 	}
@@ -491,13 +493,13 @@ func (bs *browsers) meter(boxID, op string, u browser.Usage) {
 }
 
 func actionOf(a *gen.BrowserAction) browser.Action {
-	return browser.Action{Selector: a.Selector, Description: a.Description, Method: deref(a.Method), Arguments: a.Arguments}
+	return browser.Action{Selector: a.Selector, Description: a.Description, Method: wire.Deref(a.Method), Arguments: a.Arguments}
 }
 
 func wireAction(a browser.Action) gen.BrowserAction {
 	out := gen.BrowserAction{Selector: a.Selector, Description: a.Description, Arguments: a.Arguments}
 	if a.Method != "" {
-		out.Method = ptr(a.Method)
+		out.Method = wire.Ptr(a.Method)
 	}
 	return out
 }
@@ -510,7 +512,7 @@ func (c *controlPlane) BrowserAct(ctx context.Context, req gen.BrowserActRequest
 	if err := needTab(body.Tab); err != nil {
 		return nil, err
 	}
-	instruction := strings.TrimSpace(deref(body.Instruction))
+	instruction := strings.TrimSpace(wire.Deref(body.Instruction))
 	switch {
 	case body.Action != nil && instruction != "":
 		return nil, errdefs.Invalid("send either instruction or action, not both")
@@ -558,7 +560,7 @@ func (c *controlPlane) BrowserAct(ctx context.Context, req gen.BrowserActRequest
 			if err != nil {
 				return nil, err
 			}
-			res.CacheStatus = ptr(gen.BrowserActResponseCacheStatusHIT)
+			res.CacheStatus = wire.Ptr(gen.BrowserActResponseCacheStatusHIT)
 			return gen.BrowserAct200JSONResponse(res), nil
 		}
 	}
@@ -588,7 +590,7 @@ func (c *controlPlane) BrowserAct(ctx context.Context, req gen.BrowserActRequest
 			bs.mu.Unlock()
 		}
 	}
-	res.CacheStatus = ptr(gen.BrowserActResponseCacheStatusMISS)
+	res.CacheStatus = wire.Ptr(gen.BrowserActResponseCacheStatusMISS)
 	res.InputTokens, res.OutputTokens = usage.InputTokens, usage.OutputTokens
 	return gen.BrowserAct200JSONResponse(res), nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/store"
+	"github.com/upstash/box-go/local/internal/wire"
 )
 
 // Labels.
@@ -36,7 +37,7 @@ func (c *controlPlane) AddLabel(ctx context.Context, req gen.AddLabelRequestObje
 	if err != nil {
 		return nil, core.NotFoundAsBox(err)
 	}
-	return gen.AddLabel200JSONResponse{Message: ptr("Label added"), Labels: labels}, nil
+	return gen.AddLabel200JSONResponse{Message: wire.Ptr("Label added"), Labels: labels}, nil
 }
 
 func (c *controlPlane) RemoveLabel(ctx context.Context, req gen.RemoveLabelRequestObject) (gen.RemoveLabelResponseObject, error) {
@@ -53,7 +54,7 @@ func (c *controlPlane) RemoveLabel(ctx context.Context, req gen.RemoveLabelReque
 	if err != nil {
 		return nil, core.NotFoundAsBox(err)
 	}
-	return gen.RemoveLabel200JSONResponse{Message: ptr("Label removed"), Labels: labels}, nil
+	return gen.RemoveLabel200JSONResponse{Message: wire.Ptr("Label removed"), Labels: labels}, nil
 }
 
 // Skills. boxd cannot reach a skills registry: it records which skills are
@@ -75,7 +76,7 @@ func (c *controlPlane) AddSkill(ctx context.Context, req gen.AddSkillRequestObje
 	if err != nil {
 		return nil, core.NotFoundAsBox(err)
 	}
-	return gen.AddSkill200JSONResponse(message("Skill added")), nil
+	return gen.AddSkill200JSONResponse(wire.Message("Skill added")), nil
 }
 
 func (c *controlPlane) RemoveSkill(ctx context.Context, req gen.RemoveSkillRequestObject) (gen.RemoveSkillResponseObject, error) {
@@ -91,7 +92,7 @@ func (c *controlPlane) RemoveSkill(ctx context.Context, req gen.RemoveSkillReque
 	if err != nil {
 		return nil, core.NotFoundAsBox(err)
 	}
-	return gen.RemoveSkill200JSONResponse(message("Skill removed")), nil
+	return gen.RemoveSkill200JSONResponse(wire.Message("Skill removed")), nil
 }
 
 // Account environment variables: set in every box created afterwards.
@@ -155,7 +156,7 @@ func (c *controlPlane) SetAllEnv(ctx context.Context, req gen.SetAllEnvRequestOb
 	if err := c.s.db.SetAccountEnv(req.Body.EnvVars); err != nil {
 		return nil, err
 	}
-	return gen.SetAllEnv200JSONResponse(message("Environment variables replaced")), nil
+	return gen.SetAllEnv200JSONResponse(wire.Message("Environment variables replaced")), nil
 }
 
 func (c *controlPlane) SetEnv(ctx context.Context, req gen.SetEnvRequestObject) (gen.SetEnvResponseObject, error) {
@@ -171,7 +172,7 @@ func (c *controlPlane) SetEnv(ctx context.Context, req gen.SetEnvRequestObject) 
 	}); err != nil {
 		return nil, err
 	}
-	return gen.SetEnv200JSONResponse(message("Environment variable set")), nil
+	return gen.SetEnv200JSONResponse(wire.Message("Environment variable set")), nil
 }
 
 func (c *controlPlane) DeleteEnv(ctx context.Context, req gen.DeleteEnvRequestObject) (gen.DeleteEnvResponseObject, error) {
@@ -185,7 +186,7 @@ func (c *controlPlane) DeleteEnv(ctx context.Context, req gen.DeleteEnvRequestOb
 	if err != nil {
 		return nil, err
 	}
-	return gen.DeleteEnv200JSONResponse(message("Environment variable deleted")), nil
+	return gen.DeleteEnv200JSONResponse(wire.Message("Environment variable deleted")), nil
 }
 
 // Init command, of any box (initcmd.go). None of these wakes a paused
@@ -218,7 +219,7 @@ func (c *controlPlane) SetInitCommand(ctx context.Context, req gen.SetInitComman
 		return nil, err
 	}
 	c.s.core.InitChanged(b.ID)
-	return gen.SetInitCommand200JSONResponse(message("Init command set")), nil
+	return gen.SetInitCommand200JSONResponse(wire.Message("Init command set")), nil
 }
 
 func (c *controlPlane) DeleteInitCommand(ctx context.Context, req gen.DeleteInitCommandRequestObject) (gen.DeleteInitCommandResponseObject, error) {
@@ -233,7 +234,7 @@ func (c *controlPlane) DeleteInitCommand(ctx context.Context, req gen.DeleteInit
 		return nil, err
 	}
 	c.s.core.InitChanged(b.ID)
-	return gen.DeleteInitCommand200JSONResponse(message("Init command deleted")), nil
+	return gen.DeleteInitCommand200JSONResponse(wire.Message("Init command deleted")), nil
 }
 
 // validateInitCommand checks an init command's length.

@@ -32,6 +32,7 @@ import (
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/sandbox"
 	"github.com/upstash/box-go/local/internal/store"
+	"github.com/upstash/box-go/local/internal/wire"
 )
 
 // The identity commits get when neither the request, the box nor the
@@ -166,7 +167,7 @@ func (c *controlPlane) gitBox(ctx context.Context, id string, folder *string) (*
 	if err != nil {
 		return nil, err
 	}
-	return &gitBox{s: c.s, b: b, rt: rt, folder: deref(folder), token: b.GitHubToken, secret: secretsOf(b.GitHubToken)}, nil
+	return &gitBox{s: c.s, b: b, rt: rt, folder: wire.Deref(folder), token: b.GitHubToken, secret: secretsOf(b.GitHubToken)}, nil
 }
 
 // useToken makes git authenticate with token (a clone's own token).
@@ -401,14 +402,14 @@ func (c *controlPlane) GitClone(ctx context.Context, req gen.GitCloneRequestObje
 		}
 		args = append(args, "--depth", strconv.Itoa(*d))
 	}
-	if br := deref(body.Branch); br != "" {
+	if br := wire.Deref(body.Branch); br != "" {
 		if err := checkArg("branch", br); err != nil {
 			return nil, err
 		}
 		args = append(args, "--branch", br)
 	}
 	args = append(args, "--", repoURL)
-	dir, folder := deref(body.Directory), deref(body.Folder)
+	dir, folder := wire.Deref(body.Directory), wire.Deref(body.Folder)
 	if dir != "" {
 		if err := checkArg("directory", dir); err != nil {
 			return nil, err
@@ -437,7 +438,7 @@ func (c *controlPlane) GitClone(ctx context.Context, req gen.GitCloneRequestObje
 			args = append(args, dest)
 		}
 	}
-	token := deref(body.GithubToken)
+	token := wire.Deref(body.GithubToken)
 	g.useToken(token)
 	r, err := g.git(ctx, gitOpts{auth: true}, args...)
 	if err != nil {
@@ -450,7 +451,7 @@ func (c *controlPlane) GitClone(ctx context.Context, req gen.GitCloneRequestObje
 		case strings.Contains(msg, "already exists and is not an empty directory"):
 			return nil, errdefs.Conflict("git clone %s: %s", shown, msg)
 		case strings.Contains(msg, "Remote branch"):
-			return nil, errdefs.Invalid("git clone %s: branch %s not found: %s", shown, deref(body.Branch), msg)
+			return nil, errdefs.Invalid("git clone %s: branch %s not found: %s", shown, wire.Deref(body.Branch), msg)
 		case strings.Contains(msg, "not found") || strings.Contains(msg, "does not appear to be a git repository"):
 			return nil, errdefs.Invalid("git clone %s: repository not found, or the token cannot read it: %s", shown, msg)
 		}
@@ -464,7 +465,7 @@ func (c *controlPlane) GitClone(ctx context.Context, req gen.GitCloneRequestObje
 		}
 	}
 	c.s.core.Logf(g.b.ID, "info", "system", "git: cloned "+shown)
-	return gen.GitClone200JSONResponse(message("Repository cloned")), nil
+	return gen.GitClone200JSONResponse(wire.Message("Repository cloned")), nil
 }
 
 func (c *controlPlane) GitStatus(ctx context.Context, req gen.GitStatusRequestObject) (gen.GitStatusResponseObject, error) {
@@ -563,7 +564,7 @@ func (c *controlPlane) GitCommit(ctx context.Context, req gen.GitCommitRequestOb
 	if body == nil || strings.TrimSpace(body.Message) == "" {
 		return nil, errdefs.Invalid("message is required")
 	}
-	if strings.ContainsAny(deref(body.AuthorName)+deref(body.AuthorEmail), "\x00\r\n<>") {
+	if strings.ContainsAny(wire.Deref(body.AuthorName)+wire.Deref(body.AuthorEmail), "\x00\r\n<>") {
 		return nil, errdefs.Invalid("author_name and author_email must be one line without < or >")
 	}
 	g, err := c.gitBox(ctx, req.ID, body.Folder)
@@ -577,7 +578,7 @@ func (c *controlPlane) GitCommit(ctx context.Context, req gen.GitCommitRequestOb
 	if r.code != 0 {
 		return nil, g.failed("commit", r)
 	}
-	name, email, err := g.identity(ctx, deref(body.AuthorName), deref(body.AuthorEmail))
+	name, email, err := g.identity(ctx, wire.Deref(body.AuthorName), wire.Deref(body.AuthorEmail))
 	if err != nil {
 		return nil, err
 	}
@@ -624,7 +625,7 @@ func (c *controlPlane) GitPush(ctx context.Context, req gen.GitPushRequestObject
 	var branch string
 	var folder *string
 	if req.Body != nil {
-		branch, folder = deref(req.Body.Branch), req.Body.Folder
+		branch, folder = wire.Deref(req.Body.Branch), req.Body.Folder
 	}
 	if err := checkArg("branch", branch); err != nil {
 		return nil, err
@@ -655,7 +656,7 @@ func (c *controlPlane) GitPush(ctx context.Context, req gen.GitPushRequestObject
 		return nil, errdefs.Invalid("git push origin %s failed: %s%s", branch, msg, authHint(msg))
 	}
 	c.s.core.Logf(g.b.ID, "info", "system", "git: pushed "+branch)
-	return gen.GitPush200JSONResponse(message("Pushed " + branch)), nil
+	return gen.GitPush200JSONResponse(wire.Message("Pushed " + branch)), nil
 }
 
 // GitCheckout switches to a branch: an existing local branch is checked
@@ -688,7 +689,7 @@ func (c *controlPlane) GitCheckout(ctx context.Context, req gen.GitCheckoutReque
 		}
 		return nil, g.failed("checkout "+branch, r)
 	}
-	return gen.GitCheckout200JSONResponse(message("Checked out " + branch)), nil
+	return gen.GitCheckout200JSONResponse(wire.Message("Checked out " + branch)), nil
 }
 
 // GitExec runs `git args...` and answers its merged output and exit code,
@@ -706,7 +707,7 @@ func (c *controlPlane) GitExec(ctx context.Context, req gen.GitExecRequestObject
 	if err != nil {
 		return nil, err
 	}
-	return gen.GitExec200JSONResponse{Output: r.out, ExitCode: ptr(r.code)}, nil
+	return gen.GitExec200JSONResponse{Output: r.out, ExitCode: wire.Ptr(r.code)}, nil
 }
 
 // UpdateGitConfig sets the box-wide identity at PUT …/config/git, the path
@@ -735,7 +736,7 @@ func (c *controlPlane) UpdateGitConfigLegacy(ctx context.Context, req gen.Update
 func (c *controlPlane) updateGitConfig(ctx context.Context, id string, body *gen.GitConfig) (gen.GitConfig, error) {
 	var name, email string
 	if body != nil {
-		name, email = deref(body.GitUserName), deref(body.GitUserEmail)
+		name, email = wire.Deref(body.GitUserName), wire.Deref(body.GitUserEmail)
 	}
 	if name == "" && email == "" {
 		return gen.GitConfig{}, errdefs.Invalid("git_user_name or git_user_email is required")
@@ -773,7 +774,7 @@ func (c *controlPlane) updateGitConfig(ctx context.Context, id string, body *gen
 	if err != nil {
 		return gen.GitConfig{}, err
 	}
-	return gen.GitConfig{GitUserName: ptr(out.GitUserName), GitUserEmail: ptr(out.GitUserEmail)}, nil
+	return gen.GitConfig{GitUserName: wire.Ptr(out.GitUserName), GitUserEmail: wire.Ptr(out.GitUserEmail)}, nil
 }
 
 // agentFailure is the error for an agent's answer of status with message

@@ -40,6 +40,7 @@ import (
 	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/agent"
 	"github.com/upstash/box-go/local/internal/errdefs"
+	"github.com/upstash/box-go/local/internal/wire"
 )
 
 // Attachment limits.
@@ -468,7 +469,7 @@ func (c *controlPlane) GitCreatePR(ctx context.Context, req gen.GitCreatePRReque
 	if body == nil || strings.TrimSpace(body.Title) == "" {
 		return nil, errdefs.Invalid("title is required")
 	}
-	base := deref(body.Base)
+	base := wire.Deref(body.Base)
 	g, err := c.gitBox(ctx, req.ID, body.Folder)
 	if err != nil {
 		return nil, err
@@ -505,7 +506,7 @@ func (c *controlPlane) GitCreatePR(ctx context.Context, req gen.GitCreatePRReque
 		base = info.DefaultBranch
 	}
 	problems := gh.upload(ctx, repo, g.b.ID, atts)
-	text := rewriteBody(deref(body.Body), g.dir(), atts)
+	text := rewriteBody(wire.Deref(body.Body), g.dir(), atts)
 	var pr ghItem
 	err = gh.do(ctx, http.MethodPost, repo.path()+"/pulls", map[string]string{"title": body.Title, "body": text, "head": head, "base": base}, &pr)
 	var ge *ghError
@@ -551,7 +552,7 @@ func (c *controlPlane) GitCreateIssue(ctx context.Context, req gen.GitCreateIssu
 		return nil, err
 	}
 	problems := gh.upload(ctx, repo, g.b.ID, atts)
-	text := rewriteBody(deref(body.Body), g.dir(), atts)
+	text := rewriteBody(wire.Deref(body.Body), g.dir(), atts)
 	var is ghItem
 	if err := gh.do(ctx, http.MethodPost, repo.path()+"/issues", map[string]string{"title": body.Title, "body": text}, &is); err != nil {
 		return nil, apiErr(err, "")

@@ -7,6 +7,7 @@ import (
 	"github.com/upstash/box-go/local/internal/egress"
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/store"
+	"github.com/upstash/box-go/local/internal/wire"
 )
 
 // validateNetworkPolicy checks a policy from a request (see
@@ -43,12 +44,12 @@ func (c *controlPlane) UpdateNetworkPolicy(ctx context.Context, req gen.UpdateNe
 		return nil, err
 	}
 	if err := c.s.core.UpdateBox(b.ID, func(x *store.Box) error {
-		x.NetworkPolicy = raw(np)
+		x.NetworkPolicy = wire.Raw(np)
 		return nil
 	}); err != nil {
 		return nil, err
 	}
 	c.s.net.policyChanged(b.ID)
 	c.s.core.Logf(b.ID, "info", "system", "network policy set to "+string(np.Mode))
-	return gen.UpdateNetworkPolicy200JSONResponse(message("Network policy updated")), nil
+	return gen.UpdateNetworkPolicy200JSONResponse(wire.Message("Network policy updated")), nil
 }

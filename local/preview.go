@@ -25,6 +25,7 @@ import (
 	"github.com/upstash/box-go/local/internal/egress"
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/store"
+	"github.com/upstash/box-go/local/internal/wire"
 )
 
 // defaultPreviewDomain is the domain public URLs live under unless
@@ -163,10 +164,10 @@ func (pv *previews) listItem(ctx context.Context, p *store.Preview) gen.PublicUR
 func (pv *previews) publicURL(ctx context.Context, p *store.Preview) gen.PublicURL {
 	u := gen.PublicURL{URL: pv.url(ctx, p.BoxID, p.Port), Port: p.Port}
 	if p.Token != "" {
-		u.Token = ptr(p.Token)
+		u.Token = wire.Ptr(p.Token)
 	}
 	if p.Username != "" {
-		u.Username, u.Password = ptr(p.Username), ptr(p.Password)
+		u.Username, u.Password = wire.Ptr(p.Username), wire.Ptr(p.Password)
 	}
 	return u
 }
@@ -186,7 +187,7 @@ func (c *controlPlane) CreatePreview(ctx context.Context, req gen.CreatePreviewR
 	if req.Body == nil {
 		return nil, errdefs.Invalid("request body is required")
 	}
-	port, bearer, basic := req.Body.Port, deref(req.Body.BearerToken), deref(req.Body.BasicAuth)
+	port, bearer, basic := req.Body.Port, wire.Deref(req.Body.BearerToken), wire.Deref(req.Body.BasicAuth)
 	if port < 1 || port > 65535 {
 		return nil, errdefs.Invalid("port must be between 1 and 65535, got %d", port)
 	}
@@ -257,7 +258,7 @@ func (c *controlPlane) DeletePreview(ctx context.Context, req gen.DeletePreviewR
 	}
 	c.s.net.previews.closePort(b.ID, req.Port)
 	c.s.core.Logf(b.ID, "info", "system", fmt.Sprintf("public URL of port %d deleted", req.Port))
-	return gen.DeletePreview200JSONResponse(message("Preview deleted")), nil
+	return gen.DeletePreview200JSONResponse(wire.Message("Preview deleted")), nil
 }
 
 // authorized checks a request against the preview's credentials, in

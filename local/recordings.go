@@ -23,6 +23,7 @@ import (
 	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/store"
+	"github.com/upstash/box-go/local/internal/wire"
 )
 
 // A recording follows the box's foreground tab (the one the API used
@@ -363,39 +364,39 @@ func recordingData(r *store.Recording) gen.Recording {
 		Markers: []gen.RecordingMarker{},
 	}
 	if r.EndedAt != 0 {
-		out.EndedAt = ptr(r.EndedAt)
+		out.EndedAt = wire.Ptr(r.EndedAt)
 	}
 	if r.DurationMs != 0 || r.Status != "recording" {
-		out.DurationMs = ptr(r.DurationMs)
+		out.DurationMs = wire.Ptr(r.DurationMs)
 	}
 	if r.SizeBytes != 0 {
-		out.SizeBytes = ptr(r.SizeBytes)
+		out.SizeBytes = wire.Ptr(r.SizeBytes)
 	}
 	if r.SegmentCount != 0 {
-		out.SegmentCount = ptr(r.SegmentCount)
+		out.SegmentCount = wire.Ptr(r.SegmentCount)
 	}
 	if r.MP4SizeBytes != 0 {
-		out.Mp4SizeBytes = ptr(r.MP4SizeBytes)
+		out.Mp4SizeBytes = wire.Ptr(r.MP4SizeBytes)
 	}
 	if r.StoppedReason != "" {
-		out.StoppedReason = ptr(gen.RecordingStoppedReason(r.StoppedReason))
+		out.StoppedReason = wire.Ptr(gen.RecordingStoppedReason(r.StoppedReason))
 	}
 	if r.MaxDurationSeconds != 0 {
-		out.MaxDurationSeconds = ptr(r.MaxDurationSeconds)
+		out.MaxDurationSeconds = wire.Ptr(r.MaxDurationSeconds)
 	}
 	if r.ExpiresAt != 0 {
-		out.ExpiresAt = ptr(r.ExpiresAt)
+		out.ExpiresAt = wire.Ptr(r.ExpiresAt)
 	}
 	for _, m := range r.Markers {
 		wm := gen.RecordingMarker{Type: gen.RecordingMarkerType(m.Type), AtMs: m.AtMs}
 		if m.EndMs != 0 {
-			wm.EndMs = ptr(m.EndMs)
+			wm.EndMs = wire.Ptr(m.EndMs)
 		}
 		if m.Label != "" {
-			wm.Label = ptr(m.Label)
+			wm.Label = wire.Ptr(m.Label)
 		}
 		if m.TabID != "" {
-			wm.TabID = ptr(m.TabID)
+			wm.TabID = wire.Ptr(m.TabID)
 		}
 		out.Markers = append(out.Markers, wm)
 	}
@@ -455,7 +456,7 @@ func (c *controlPlane) ListBrowserRecordings(ctx context.Context, req gen.ListBr
 	if err != nil {
 		return nil, err
 	}
-	limit := derefOr(req.Params.Limit, 100)
+	limit := wire.DerefOr(req.Params.Limit, 100)
 	if limit < 1 || limit > 100 {
 		return nil, errdefs.Invalid("limit must be between 1 and 100, got %d", limit)
 	}
@@ -464,7 +465,7 @@ func (c *controlPlane) ListBrowserRecordings(ctx context.Context, req gen.ListBr
 		return nil, err
 	}
 	start := 0
-	if cur := deref(req.Params.Cursor); cur != "" {
+	if cur := wire.Deref(req.Params.Cursor); cur != "" {
 		i := slices.IndexFunc(all, func(r *store.Recording) bool { return r.ID == cur })
 		if i < 0 {
 			return nil, errdefs.Invalid("cursor %q is not valid", cur)
@@ -482,7 +483,7 @@ func (c *controlPlane) ListBrowserRecordings(ctx context.Context, req gen.ListBr
 		out.Recordings = append(out.Recordings, recordingData(r))
 	}
 	if end < len(all) {
-		out.NextCursor = ptr(all[end-1].ID)
+		out.NextCursor = wire.Ptr(all[end-1].ID)
 	}
 	return out, nil
 }

@@ -20,8 +20,10 @@ import (
 	"github.com/upstash/box-go/local/internal/agent"
 	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/errdefs"
+	"github.com/upstash/box-go/local/internal/feature/agentrun"
 	"github.com/upstash/box-go/local/internal/sandbox"
 	"github.com/upstash/box-go/local/internal/store"
+	"github.com/upstash/box-go/local/internal/wire"
 )
 
 // Schedules on boxd.
@@ -454,14 +456,11 @@ func (sch *scheduler) runPrompt(b *store.Box, sc *store.Schedule, at time.Time, 
 	if sc.Model != "" {
 		box.Model = sc.Model
 	}
-	spec := &runSpec{
-		prompt: sc.Prompt, folder: sc.Folder, options: sc.AgentOptions,
-		scheduleID: sc.ID, timeout: time.Duration(sc.TimeoutMs) * time.Millisecond,
-	}
-	spec.ended = func(rec *store.Run) {
-		sch.finish(sc, at, rec, fl, runOutcome{})
-	}
-	r, err := sch.s.runs.begin(&box, spec)
+	runID, err := sch.s.runs.Start(&box, agentrun.Spec{
+		Prompt: sc.Prompt, Folder: sc.Folder, Options: sc.AgentOptions,
+		ScheduleID: sc.ID, Timeout: time.Duration(sc.TimeoutMs) * time.Millisecond,
+		Ended: func(rec *store.Run) { sch.finish(sc, at, rec, fl, runOutcome{}) },
+	})
 	if err != nil {
 		sch.ended(sc.ID, fl)
 		if !sch.isClosed() {
@@ -469,8 +468,7 @@ func (sch *scheduler) runPrompt(b *store.Box, sc *store.Schedule, at time.Time, 
 		}
 		return
 	}
-	r.out.detach() // nobody reads the events of a scheduled run
-	sch.started(fl, r.id)
+	sch.started(fl, runID)
 }
 
 func (sch *scheduler) isClosed() bool {
@@ -538,7 +536,7 @@ func (sch *scheduler) finish(sc *store.Schedule, at time.Time, rec *store.Run, f
 	if sc.WebhookURL == "" {
 		return
 	}
-	sch.s.deliverWebhook(sc.BoxID, &gen.Webhook{URL: sc.WebhookURL, Headers: sc.WebhookHeaders}, scheduleWebhook{
+	sch.s.webhooks.Deliver(sc.BoxID, sc.WebhookURL, sc.WebhookHeaders, scheduleWebhook{
 		BoxID: sc.BoxID, ScheduleID: sc.ID, RunID: rec.ID, Type: sc.Type, Status: rec.Status,
 		Output: rec.Output, Error: rec.ErrorMessage, ExitCode: out.exitCode,
 		ScheduledAt: at.Unix(), DurationMs: rec.DurationMs,
@@ -618,8 +616,6 @@ func headerToken(s string) bool {
 	return true
 }
 
-func boxHasAgent(b *store.Box) bool { return b.Agent != "" || len(b.CustomRunner) > 0 }
-
 func (c *controlPlane) CreateSchedule(ctx context.Context, req gen.CreateScheduleRequestObject) (gen.CreateScheduleResponseObject, error) {
 	b, err := c.box(req.ID)
 	if err != nil {
@@ -635,7 +631,7 @@ func (c *controlPlane) CreateSchedule(ctx context.Context, req gen.CreateSchedul
 	}
 	sc := &store.Schedule{
 		ID: core.NewID("sched-"), BoxID: b.ID, Type: string(body.Type), Cron: strings.TrimSpace(body.Cron), Status: scheduleActive,
-		WebhookURL: deref(body.WebhookURL), WebhookHeaders: body.WebhookHeaders,
+		WebhookURL: wire.Deref(body.WebhookURL), WebhookHeaders: body.WebhookHeaders,
 		CreatedAt: now.Unix(), UpdatedAt: now.Unix(), Seq: time.Now().UnixNano(),
 	}
 	switch body.Type {
@@ -648,7 +644,7 @@ func (c *controlPlane) CreateSchedule(ctx context.Context, req gen.CreateSchedul
 		}
 		sc.Command = body.Command
 	case gen.ScheduleTypePrompt:
-		if strings.TrimSpace(deref(body.Prompt)) == "" {
+		if strings.TrimSpace(wire.Deref(body.Prompt)) == "" {
 			return nil, errdefs.Invalid("prompt is required for prompt schedules")
 		}
 		if body.Command != nil {
@@ -657,17 +653,17 @@ func (c *controlPlane) CreateSchedule(ctx context.Context, req gen.CreateSchedul
 		if b.Ephemeral {
 			return nil, errdefs.Invalid("ephemeral boxes have no agent: use an exec schedule")
 		}
-		if !boxHasAgent(b) {
+		if !agentrun.HasAgent(b) {
 			return nil, errdefs.Invalid("the box has no agent: create it with an agent, or set a model with PUT /config/model")
 		}
-		sc.Prompt, sc.Model, sc.AgentOptions = *body.Prompt, deref(body.Model), body.AgentOptions
+		sc.Prompt, sc.Model, sc.AgentOptions = *body.Prompt, wire.Deref(body.Model), body.AgentOptions
 	default:
 		return nil, errdefs.Invalid("type must be exec or prompt, not %q", body.Type)
 	}
 	if sc.Folder, err = scheduleFolder(body.Folder); err != nil {
 		return nil, err
 	}
-	if sc.TimeoutMs = deref(body.Timeout); sc.TimeoutMs < 0 {
+	if sc.TimeoutMs = wire.Deref(body.Timeout); sc.TimeoutMs < 0 {
 		return nil, errdefs.Invalid("timeout must not be negative")
 	}
 	if err := checkScheduleWebhook(sc.WebhookURL, sc.WebhookHeaders); err != nil {
@@ -757,7 +753,7 @@ func (c *controlPlane) UpdateSchedule(ctx context.Context, req gen.UpdateSchedul
 			switch {
 			case u.Prompt != nil:
 				return errdefs.Invalid("prompt is for prompt schedules; this is an exec schedule and its type cannot change")
-			case deref(u.Model) != "" || opts != nil:
+			case wire.Deref(u.Model) != "" || opts != nil:
 				return errdefs.Invalid("model and agent_options are for prompt schedules; this is an exec schedule and its type cannot change")
 			}
 			if u.Command != nil {
@@ -854,14 +850,14 @@ func (c *controlPlane) PauseSchedule(ctx context.Context, req gen.PauseScheduleR
 	if err := c.setScheduleStatus(req.ID, req.ScheduleID, schedulePaused); err != nil {
 		return nil, err
 	}
-	return gen.PauseSchedule200JSONResponse(message("Schedule paused")), nil
+	return gen.PauseSchedule200JSONResponse(wire.Message("Schedule paused")), nil
 }
 
 func (c *controlPlane) ResumeSchedule(ctx context.Context, req gen.ResumeScheduleRequestObject) (gen.ResumeScheduleResponseObject, error) {
 	if err := c.setScheduleStatus(req.ID, req.ScheduleID, scheduleActive); err != nil {
 		return nil, err
 	}
-	return gen.ResumeSchedule200JSONResponse(message("Schedule resumed")), nil
+	return gen.ResumeSchedule200JSONResponse(wire.Message("Schedule resumed")), nil
 }
 
 func (c *controlPlane) DeleteSchedule(ctx context.Context, req gen.DeleteScheduleRequestObject) (gen.DeleteScheduleResponseObject, error) {
@@ -879,26 +875,35 @@ func (c *controlPlane) DeleteSchedule(ctx context.Context, req gen.DeleteSchedul
 		return nil, err
 	}
 	sch.disarm(req.ScheduleID)
-	return gen.DeleteSchedule200JSONResponse(message("Schedule deleted")), nil
+	return gen.DeleteSchedule200JSONResponse(wire.Message("Schedule deleted")), nil
 }
 
 func scheduleData(sc *store.Schedule) gen.Schedule {
 	d := gen.Schedule{
-		ID: sc.ID, BoxID: sc.BoxID, CustomerID: ptr(customerID), Type: gen.ScheduleType(sc.Type), Cron: sc.Cron,
-		Status: gen.ScheduleStatus(sc.Status), Command: sc.Command, Folder: ptr(sc.Folder),
-		Prompt: nonEmptyPtr(sc.Prompt), Model: nonEmptyPtr(sc.Model), AgentOptions: sc.AgentOptions,
-		WebhookURL: nonEmptyPtr(sc.WebhookURL), WebhookHeaders: sc.WebhookHeaders,
-		LastRunID: nonEmptyPtr(sc.LastRunID), TotalRuns: sc.TotalRuns, TotalFailures: sc.TotalFailures,
+		ID: sc.ID, BoxID: sc.BoxID, CustomerID: wire.Ptr(wire.CustomerID), Type: gen.ScheduleType(sc.Type), Cron: sc.Cron,
+		Status: gen.ScheduleStatus(sc.Status), Command: sc.Command, Folder: wire.Ptr(sc.Folder),
+		Prompt: wire.NonEmpty(sc.Prompt), Model: wire.NonEmpty(sc.Model), AgentOptions: sc.AgentOptions,
+		WebhookURL: wire.NonEmpty(sc.WebhookURL), WebhookHeaders: sc.WebhookHeaders,
+		LastRunID: wire.NonEmpty(sc.LastRunID), TotalRuns: sc.TotalRuns, TotalFailures: sc.TotalFailures,
 		CreatedAt: sc.CreatedAt, UpdatedAt: sc.UpdatedAt,
 	}
 	if sc.TimeoutMs > 0 {
-		d.Timeout = ptr(sc.TimeoutMs)
+		d.Timeout = wire.Ptr(sc.TimeoutMs)
 	}
 	if sc.LastRunAt != 0 {
-		d.LastRunAt = ptr(sc.LastRunAt)
+		d.LastRunAt = wire.Ptr(sc.LastRunAt)
 	}
 	if sc.LastRunStatus != "" {
-		d.LastRunStatus = ptr(gen.ScheduleLastRunStatus(sc.LastRunStatus))
+		d.LastRunStatus = wire.Ptr(gen.ScheduleLastRunStatus(sc.LastRunStatus))
 	}
 	return d
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

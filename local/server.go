@@ -37,9 +37,11 @@ import (
 
 	"github.com/upstash/box-go/local/internal/cgroup"
 	"github.com/upstash/box-go/local/internal/core"
+	"github.com/upstash/box-go/local/internal/feature/agentrun"
 	"github.com/upstash/box-go/local/internal/sandbox"
 	"github.com/upstash/box-go/local/internal/sshguard"
 	"github.com/upstash/box-go/local/internal/store"
+	"github.com/upstash/box-go/local/internal/webhook"
 
 	gssh "github.com/gliderlabs/ssh"
 )
@@ -217,15 +219,15 @@ type Server struct {
 	log         *slog.Logger
 	db          *store.Store
 	core        *core.Core
-	runs        *runs
+	runs        *agentrun.Runs
 	net         *network
 	images      *images
 	schedules   *scheduler
 	browsers    *browsers
 	agentBinary string
-	// webhookClient delivers run webhooks.
-	webhookClient *http.Client
-	handler       http.Handler
+	// webhooks delivers run webhooks.
+	webhooks *webhook.Sender
+	handler  http.Handler
 
 	// ctx is boxd's lifetime: every context boxd makes for work of its
 	// own (a run, a start, a pause, a schedule, an init command) derives
@@ -360,9 +362,14 @@ func New(cfg Config) (*Server, error) {
 	s.browsers = newBrowsers(s)
 	s.onClose(s.browsers.close)
 	s.core.OnStarted(s.browsers.warm)
-	s.webhookClient = &http.Client{Timeout: 30 * time.Second}
-	s.runs = newRuns(s)
-	s.onClose(s.runs.closeAll)
+	s.webhooks = webhook.New(s.ctx, s.core.Logf)
+	s.runs = agentrun.New(agentrun.Config{
+		Host:         s.core,
+		ProviderURLs: cfg.ModelProviderURLs,
+		Browser:      s.browsers,
+		Webhooks:     s.webhooks,
+	})
+	s.onClose(s.runs.Close)
 	s.onClose(s.core.CloseInits)
 	s.handler = s.withPreviews(s.routes())
 	// Stored schedules get their timers back (schedules.go).

@@ -21,6 +21,7 @@ import (
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/sandbox"
 	"github.com/upstash/box-go/local/internal/store"
+	"github.com/upstash/box-go/local/internal/wire"
 )
 
 // Snapshots on boxd.
@@ -224,7 +225,7 @@ func (c *controlPlane) DeleteSnapshot(ctx context.Context, req gen.DeleteSnapsho
 	if err := c.s.deleteSnapshot(sn.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
-	return gen.DeleteSnapshot200JSONResponse(message("Snapshot deleted")), nil
+	return gen.DeleteSnapshot200JSONResponse(wire.Message("Snapshot deleted")), nil
 }
 
 // deleteSnapshot removes a snapshot's record, then its archive: a failure

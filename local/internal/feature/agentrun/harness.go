@@ -1,4 +1,4 @@
-package local
+package agentrun
 
 import (
 	"cmp"
@@ -21,6 +21,7 @@ import (
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/harnesses"
 	"github.com/upstash/box-go/local/internal/store"
+	"github.com/upstash/box-go/local/internal/wire"
 )
 
 // maxArgPrompt bounds a prompt passed as a command-line argument (the
@@ -109,12 +110,12 @@ func harnessCommand(b *store.Box, in harnessInput, boxEnv map[string]string, bas
 // machine's loopback is host.boxd.internal there, which the egress proxy
 // takes to the host's loopback when boxes may reach it
 // (AllowHostLoopback).
-func (s *Server) boxProviderURLs() map[string]string {
-	if len(s.cfg.ModelProviderURLs) == 0 {
+func (rs *Runs) boxProviderURLs() map[string]string {
+	if len(rs.cfg.ProviderURLs) == 0 {
 		return nil
 	}
-	out := make(map[string]string, len(s.cfg.ModelProviderURLs))
-	for name, raw := range s.cfg.ModelProviderURLs {
+	out := make(map[string]string, len(rs.cfg.ProviderURLs))
+	for name, raw := range rs.cfg.ProviderURLs {
 		u, err := url.Parse(raw)
 		if err != nil {
 			continue // New refused it
@@ -150,21 +151,21 @@ func providerKey(b *store.Box, h harnesses.Harness, env map[string]string) (stri
 }
 
 // prepareRun resolves the box and checks that its harness can run.
-func (c *controlPlane) prepareRun(ctx context.Context, id string, spec *runSpec) (*store.Box, error) {
-	b, err := c.box(id)
+func (rs *Runs) prepareRun(ctx context.Context, id string, spec *runSpec) (*store.Box, error) {
+	b, err := rs.host.Box(id)
 	if err != nil {
 		return nil, err
 	}
 	if b.Ephemeral {
 		return nil, errdefs.Invalid("ephemeral boxes have no agent")
 	}
-	inv, err := harnessCommand(b, harnessInput{prompt: spec.prompt, options: spec.options, schema: spec.schemaDoc}, core.Env(b), c.s.boxProviderURLs())
+	inv, err := harnessCommand(b, harnessInput{prompt: spec.prompt, options: spec.options, schema: spec.schemaDoc}, core.Env(b), rs.boxProviderURLs())
 	if err != nil {
 		return nil, err
 	}
 	// A managed CLI that is not installed fails now, not mid-stream.
 	if inv.mapper != nil {
-		rt, err := c.s.core.EnsureRunning(ctx, b)
+		rt, err := rs.host.EnsureRunning(ctx, b)
 		if err != nil {
 			return nil, err
 		}
@@ -187,7 +188,7 @@ func (c *controlPlane) prepareRun(ctx context.Context, id string, spec *runSpec)
 	return b, nil
 }
 
-func (c *controlPlane) StreamAgentRun(ctx context.Context, req gen.StreamAgentRunRequestObject) (gen.StreamAgentRunResponseObject, error) {
+func (rs *Runs) StreamAgentRun(ctx context.Context, req gen.StreamAgentRunRequestObject) (gen.StreamAgentRunResponseObject, error) {
 	spec, err := runRequest(req.JSONBody, req.MultipartBody)
 	if err != nil {
 		return nil, err
@@ -195,18 +196,18 @@ func (c *controlPlane) StreamAgentRun(ctx context.Context, req gen.StreamAgentRu
 	if spec.webhook != nil {
 		return nil, errdefs.Invalid("webhook runs go to POST /run, not /run/stream")
 	}
-	b, err := c.prepareRun(ctx, req.ID, spec)
+	b, err := rs.prepareRun(ctx, req.ID, spec)
 	if err != nil {
 		return nil, err
 	}
-	run, err := c.s.runs.begin(b, spec)
+	run, err := rs.begin(b, spec)
 	if err != nil {
 		return nil, err
 	}
 	return sseResponse{ctx: ctx, run: run}, nil
 }
 
-func (c *controlPlane) RunAgent(ctx context.Context, req gen.RunAgentRequestObject) (gen.RunAgentResponseObject, error) {
+func (rs *Runs) RunAgent(ctx context.Context, req gen.RunAgentRequestObject) (gen.RunAgentResponseObject, error) {
 	spec, err := runRequest(req.JSONBody, req.MultipartBody)
 	if err != nil {
 		return nil, err
@@ -214,11 +215,11 @@ func (c *controlPlane) RunAgent(ctx context.Context, req gen.RunAgentRequestObje
 	if spec.webhook == nil {
 		return nil, errdefs.Invalid("webhook is required: stream runs with POST /run/stream")
 	}
-	b, err := c.prepareRun(ctx, req.ID, spec)
+	b, err := rs.prepareRun(ctx, req.ID, spec)
 	if err != nil {
 		return nil, err
 	}
-	run, err := c.s.runs.begin(b, spec)
+	run, err := rs.begin(b, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -237,16 +238,16 @@ func runRequest(jsonBody *gen.AgentRunRequest, mr *multipart.Reader) (*runSpec, 
 	return nil, errdefs.Invalid("the request body must be JSON or multipart/form-data")
 }
 
-func (c *controlPlane) CancelRun(ctx context.Context, req gen.CancelRunRequestObject) (gen.CancelRunResponseObject, error) {
-	b, err := c.box(req.ID)
+func (rs *Runs) CancelRun(ctx context.Context, req gen.CancelRunRequestObject) (gen.CancelRunResponseObject, error) {
+	b, err := rs.host.Box(req.ID)
 	if err != nil {
 		return nil, err
 	}
-	rec, err := c.s.db.Run(b.ID, req.RunID)
+	rec, err := rs.db.Run(b.ID, req.RunID)
 	if err != nil {
 		return nil, errdefs.NotFound("run not found")
 	}
-	if !c.s.runs.cancelRun(rec.ID) {
+	if !rs.cancelRun(rec.ID) {
 		// A run that has just ended may not be recorded yet: its record
 		// still says running.
 		if rec.Status == "running" {
@@ -254,18 +255,18 @@ func (c *controlPlane) CancelRun(ctx context.Context, req gen.CancelRunRequestOb
 		}
 		return nil, errdefs.Conflict("run %s is not running (it is %s)", rec.ID, rec.Status)
 	}
-	return gen.CancelRun200JSONResponse(message("Run cancelled")), nil
+	return gen.CancelRun200JSONResponse(wire.Message("Run cancelled")), nil
 }
 
-func (c *controlPlane) ConfigureModel(ctx context.Context, req gen.ConfigureModelRequestObject) (gen.ConfigureModelResponseObject, error) {
+func (rs *Runs) ConfigureModel(ctx context.Context, req gen.ConfigureModelRequestObject) (gen.ConfigureModelResponseObject, error) {
 	if req.Body == nil || strings.TrimSpace(req.Body.Model) == "" {
 		return nil, errdefs.Invalid("model is required")
 	}
-	b, err := c.box(req.ID)
+	b, err := rs.host.Box(req.ID)
 	if err != nil {
 		return nil, err
 	}
-	err = c.s.core.UpdateBox(b.ID, func(b *store.Box) error {
+	err = rs.host.UpdateBox(b.ID, func(b *store.Box) error {
 		b.Model = req.Body.Model
 		if b.Agent == "" {
 			b.Agent = inferHarness(b.Model)
@@ -275,28 +276,28 @@ func (c *controlPlane) ConfigureModel(ctx context.Context, req gen.ConfigureMode
 	if err != nil {
 		return nil, err
 	}
-	return gen.ConfigureModel200JSONResponse(message("Model configured")), nil
+	return gen.ConfigureModel200JSONResponse(wire.Message("Model configured")), nil
 }
 
-func (c *controlPlane) ConfigureCustomRunner(ctx context.Context, req gen.ConfigureCustomRunnerRequestObject) (gen.ConfigureCustomRunnerResponseObject, error) {
+func (rs *Runs) ConfigureCustomRunner(ctx context.Context, req gen.ConfigureCustomRunnerRequestObject) (gen.ConfigureCustomRunnerResponseObject, error) {
 	if req.Body == nil || req.Body.CustomRunner.Command == "" {
 		return nil, errdefs.Invalid("custom_runner.command is required")
 	}
-	b, err := c.box(req.ID)
+	b, err := rs.host.Box(req.ID)
 	if err != nil {
 		return nil, err
 	}
 	if b.Agent != "custom" {
 		return nil, errdefs.Conflict("Custom harness can only be configured on custom agent boxes")
 	}
-	err = c.s.core.UpdateBox(b.ID, func(b *store.Box) error {
-		b.CustomRunner = raw(req.Body.CustomRunner)
+	err = rs.host.UpdateBox(b.ID, func(b *store.Box) error {
+		b.CustomRunner = wire.Raw(req.Body.CustomRunner)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return gen.ConfigureCustomRunner200JSONResponse(message("Custom harness configured")), nil
+	return gen.ConfigureCustomRunner200JSONResponse(wire.Message("Custom harness configured")), nil
 }
 
 // inferHarness picks the harness a bare model string implies, by prefix,
@@ -378,7 +379,7 @@ func browserMCP(devtools string) harnesses.MCPServer {
 // running. A box server of the same name takes its place. A browser that
 // cannot start does not fail the run: it goes on without the server, and
 // the box's log says why.
-func (s *Server) runMCPServers(ctx context.Context, b *store.Box) ([]harnesses.MCPServer, error) {
+func (rs *Runs) runMCPServers(ctx context.Context, b *store.Box) ([]harnesses.MCPServer, error) {
 	servers, err := boxMCPServers(b)
 	if err != nil {
 		return nil, err
@@ -386,12 +387,12 @@ func (s *Server) runMCPServers(ctx context.Context, b *store.Box) ([]harnesses.M
 	if !b.Browser || slices.ContainsFunc(servers, func(m harnesses.MCPServer) bool { return m.Name == browserMCPName }) {
 		return servers, nil
 	}
-	devtools, err := s.browsers.devtoolsURL(ctx, b)
+	devtools, err := rs.cfg.Browser.DevtoolsURL(ctx, b)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		s.core.Logf(b.ID, "warn", "system", "the agent runs without the browser's MCP server: "+err.Error())
+		rs.host.Logf(b.ID, "warn", "system", "the agent runs without the browser's MCP server: "+err.Error())
 		return servers, nil
 	}
 	return append(servers, browserMCP(devtools)), nil

@@ -1,4 +1,4 @@
-package local
+package agentrun
 
 import (
 	"bytes"
@@ -21,7 +21,9 @@ import (
 	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/harnesses"
+	"github.com/upstash/box-go/local/internal/respschema"
 	"github.com/upstash/box-go/local/internal/store"
+	"github.com/upstash/box-go/local/internal/wire"
 	"github.com/upstash/box-go/stream"
 )
 
@@ -62,19 +64,19 @@ func parseRunJSON(body *gen.AgentRunRequest) (*runSpec, error) {
 	if body == nil {
 		return nil, errdefs.Invalid("request body is required")
 	}
-	spec := &runSpec{prompt: body.Prompt, folder: deref(body.Folder), options: body.AgentOptions, webhook: body.Webhook}
+	spec := &runSpec{prompt: body.Prompt, folder: wire.Deref(body.Folder), options: body.AgentOptions, webhook: body.Webhook}
 	if len(body.Files) > maxAttachments {
 		return nil, errdefs.Invalid("at most %d files can be attached, got %d", maxAttachments, len(body.Files))
 	}
 	for i, f := range body.Files {
-		name := deref(f.Filename)
+		name := wire.Deref(f.Filename)
 		if name == "" {
 			name = fmt.Sprintf("file-%d%s", i+1, extFor(f.MediaType))
 		}
 		spec.files = append(spec.files, attachment{name: name, mediaType: f.MediaType, data: f.Data})
 	}
 	if body.JSONSchema != nil {
-		sch, err := compileSchema(body.JSONSchema)
+		sch, err := respschema.Compile(body.JSONSchema)
 		if err != nil {
 			return nil, err
 		}
@@ -137,7 +139,7 @@ func parseRunMultipart(mr *multipart.Reader) (*runSpec, error) {
 			if err := json.Unmarshal(v, &m); err != nil {
 				return nil, errdefs.Invalid("json_schema is not a JSON object: %v", err)
 			}
-			if spec.schema, err = compileSchema(m); err != nil {
+			if spec.schema, err = respschema.Compile(m); err != nil {
 				return nil, err
 			}
 			spec.schemaDoc, _ = json.Marshal(m)
@@ -174,31 +176,6 @@ func (s *runSpec) check() error {
 	return nil
 }
 
-// schemaURL names a run's response schema for the validator; it is never
-// fetched.
-const schemaURL = "urn:box:response-schema"
-
-func compileSchema(doc map[string]any) (*jsonschema.Schema, error) {
-	c := jsonschema.NewCompiler()
-	// Round-trip through JSON so numbers are what the compiler expects.
-	raw, err := json.Marshal(doc)
-	if err != nil {
-		return nil, errdefs.Invalid("json_schema: %v", err)
-	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return nil, errdefs.Invalid("json_schema: %v", err)
-	}
-	if err := c.AddResource(schemaURL, v); err != nil {
-		return nil, errdefs.Invalid("json_schema: %v", err)
-	}
-	sch, err := c.Compile(schemaURL)
-	if err != nil {
-		return nil, errdefs.Invalid("json_schema is not a valid JSON schema: %v", err)
-	}
-	return sch, nil
-}
-
 func extFor(mediaType string) string {
 	switch mediaType {
 	case "image/png":
@@ -232,9 +209,12 @@ type agentRun struct {
 	cancelled bool // set under runs.mu
 }
 
-// runs tracks the agent runs in progress.
-type runs struct {
-	s *Server
+// Runs is the agent runs feature: it starts, cancels and records the
+// runs of boxes' agents, and serves their operations.
+type Runs struct {
+	host Host
+	db   *store.Store
+	cfg  Config
 
 	mu     sync.Mutex
 	active map[string]*agentRun
@@ -242,23 +222,26 @@ type runs struct {
 	closed bool
 }
 
-func newRuns(s *Server) *runs { return &runs{s: s, active: map[string]*agentRun{}} }
+// New returns the agent runs feature.
+func New(cfg Config) *Runs {
+	return &Runs{host: cfg.Host, db: cfg.Host.Store(), cfg: cfg, active: map[string]*agentRun{}}
+}
 
 // begin registers and starts a run. Its output goes to the returned relay.
-func (rs *runs) begin(b *store.Box, spec *runSpec) (*agentRun, error) {
+func (rs *Runs) begin(b *store.Box, spec *runSpec) (*agentRun, error) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if rs.closed {
 		return nil, errdefs.Unavailable("boxd is shutting down")
 	}
-	ctx, cancel := context.WithCancel(rs.s.ctx)
+	ctx, cancel := context.WithCancel(rs.host.Context())
 	if spec.timeout > 0 {
 		cancel()
-		ctx, cancel = context.WithTimeout(rs.s.ctx, spec.timeout)
+		ctx, cancel = context.WithTimeout(rs.host.Context(), spec.timeout)
 	}
 	r := &agentRun{id: core.NewID("run-"), box: b, spec: spec, ctx: ctx, cancel: cancel, out: newRelay(), start: time.Now()}
 	rec := &store.Run{ID: r.id, BoxID: b.ID, Type: "agent", Status: "running", ScheduleID: spec.scheduleID, Prompt: spec.prompt, Model: b.Model, CreatedAt: r.start.Unix(), Seq: r.start.UnixNano()}
-	if err := rs.s.db.PutRun(rec); err != nil {
+	if err := rs.db.PutRun(rec); err != nil {
 		cancel()
 		return nil, err
 	}
@@ -274,7 +257,7 @@ func (rs *runs) begin(b *store.Box, spec *runSpec) (*agentRun, error) {
 
 // cancelRun stops a run in progress. It reports whether the run was
 // active.
-func (rs *runs) cancelRun(id string) bool {
+func (rs *Runs) cancelRun(id string) bool {
 	rs.mu.Lock()
 	r := rs.active[id]
 	if r != nil {
@@ -289,7 +272,7 @@ func (rs *runs) cancelRun(id string) bool {
 }
 
 // closeAll cancels every run and waits for them to be recorded.
-func (rs *runs) closeAll() {
+func (rs *Runs) closeAll() {
 	rs.mu.Lock()
 	rs.closed = true
 	for _, r := range rs.active {
@@ -300,7 +283,7 @@ func (rs *runs) closeAll() {
 	rs.wg.Wait()
 }
 
-func (rs *runs) wasCancelled(r *agentRun) bool {
+func (rs *Runs) wasCancelled(r *agentRun) bool {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	return r.cancelled
@@ -310,7 +293,7 @@ func (rs *runs) wasCancelled(r *agentRun) bool {
 // longer be cancelled, and reports whether it was cancelled. It is called
 // once the harness is done, so that a cancel either reached the run or is
 // answered "not running", never "cancelled" for a run that then completes.
-func (rs *runs) retire(r *agentRun) (cancelled bool) {
+func (rs *Runs) retire(r *agentRun) (cancelled bool) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	delete(rs.active, r.id)
@@ -334,8 +317,7 @@ type outcome struct {
 }
 
 // execute runs the harness, relays its events and records the result.
-func (rs *runs) execute(r *agentRun, rec *store.Run) {
-	s := rs.s
+func (rs *Runs) execute(r *agentRun, rec *store.Run) {
 	r.out.send("run_start", gen.RunStartEventData{RunID: r.id})
 	var o outcome
 	status := "completed"
@@ -358,8 +340,8 @@ func (rs *runs) execute(r *agentRun, rec *store.Run) {
 	}
 
 	output := o.text.String()
-	if o.done != nil && deref(o.done.Output) != "" {
-		output = deref(o.done.Output)
+	if o.done != nil && wire.Deref(o.done.Output) != "" {
+		output = wire.Deref(o.done.Output)
 	}
 	now := time.Now()
 	rec.Status = status
@@ -370,16 +352,16 @@ func (rs *runs) execute(r *agentRun, rec *store.Run) {
 	rec.DurationMs = now.Sub(r.start).Milliseconds()
 	rec.CompletedAt = now.Unix()
 	if d := o.done; d != nil {
-		rec.InputTokens = deref(d.InputTokens)
-		rec.OutputTokens = deref(d.OutputTokens)
-		rec.CachedTokens = deref(d.CachedInputTokens)
-		rec.CostUSD = deref(d.TotalCostUSD)
-		rec.SessionID = deref(d.SessionID)
+		rec.InputTokens = wire.Deref(d.InputTokens)
+		rec.OutputTokens = wire.Deref(d.OutputTokens)
+		rec.CachedTokens = wire.Deref(d.CachedInputTokens)
+		rec.CostUSD = wire.Deref(d.TotalCostUSD)
+		rec.SessionID = wire.Deref(d.SessionID)
 	}
-	if err := s.db.PutRun(rec); err != nil && !errors.Is(err, store.ErrNotFound) { // not found: the box was deleted
-		s.log.Warn("cannot record run", "run", r.id, "err", err)
+	if err := rs.db.PutRun(rec); err != nil && !errors.Is(err, store.ErrNotFound) { // not found: the box was deleted
+		rs.host.Logger().Warn("cannot record run", "run", r.id, "err", err)
 	}
-	_ = s.core.UpdateBox(r.box.ID, func(b *store.Box) error {
+	_ = rs.host.UpdateBox(r.box.ID, func(b *store.Box) error {
 		b.TotalInputTokens += rec.InputTokens
 		b.TotalOutputTokens += rec.OutputTokens
 		b.TotalPrompts++
@@ -397,7 +379,7 @@ func (rs *runs) execute(r *agentRun, rec *store.Run) {
 		level = "error"
 		msg += ": " + o.errMsg
 	}
-	s.core.Logf(r.box.ID, level, "agent", msg)
+	rs.host.Logf(r.box.ID, level, "agent", msg)
 	// The record is written before the stream ends (or fails), so that a
 	// client that saw the end finds the run recorded.
 	if o.errEvent != nil {
@@ -409,8 +391,8 @@ func (rs *runs) execute(r *agentRun, rec *store.Run) {
 		r.spec.ended(rec)
 	}
 	if r.spec.webhook != nil {
-		s.deliverWebhook(r.box.ID, r.spec.webhook, gen.WebhookPayload{
-			BoxID: r.box.ID, RunID: &r.id, Status: webhookStatus(status), Output: &output, Error: nonEmptyPtr(o.errMsg),
+		rs.cfg.Webhooks.Deliver(r.box.ID, r.spec.webhook.URL, r.spec.webhook.Headers, gen.WebhookPayload{
+			BoxID: r.box.ID, RunID: &r.id, Status: webhookStatus(status), Output: &output, Error: wire.NonEmpty(o.errMsg),
 		})
 	}
 }
@@ -422,26 +404,18 @@ func webhookStatus(status string) gen.WebhookPayloadStatus {
 	return gen.WebhookPayloadStatusFailed
 }
 
-func nonEmptyPtr(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
 // runHarness starts the box's harness in the box and relays its events.
 // It returns an error for a run that could not complete; an `error` event
 // from the harness is recorded in o.errMsg instead.
-func (rs *runs) runHarness(r *agentRun, o *outcome) error {
-	s := rs.s
-	rt, err := s.core.EnsureRunning(r.ctx, r.box)
+func (rs *Runs) runHarness(r *agentRun, o *outcome) error {
+	rt, err := rs.host.EnsureRunning(r.ctx, r.box)
 	if err != nil {
 		return err
 	}
-	defer s.core.Busy(r.box.ID)()
+	defer rs.host.Busy(r.box.ID)()
 	prompt := r.spec.prompt
 	if len(r.spec.files) > 0 {
-		paths, err := s.writeAttachments(r.ctx, rt, r.id, r.spec.files)
+		paths, err := rs.writeAttachments(r.ctx, rt, r.id, r.spec.files)
 		if err != nil {
 			return fmt.Errorf("attachments: %w", err)
 		}
@@ -452,17 +426,17 @@ func (rs *runs) runHarness(r *agentRun, o *outcome) error {
 	}
 	in := harnessInput{prompt: prompt, options: r.spec.options, schema: r.spec.schemaDoc}
 	if _, managed := harnesses.Get(r.box.Agent); managed {
-		if in.mcpServers, err = s.runMCPServers(r.ctx, r.box); err != nil {
+		if in.mcpServers, err = rs.runMCPServers(r.ctx, r.box); err != nil {
 			return fmt.Errorf("mcp servers: %w", err)
 		}
 	}
 	if len(in.mcpServers) > 0 {
-		if err := s.writeBoxFile(r.ctx, rt, mcpConfigPath, harnesses.MCPConfigJSON(in.mcpServers)); err != nil {
+		if err := rs.writeBoxFile(r.ctx, rt, mcpConfigPath, harnesses.MCPConfigJSON(in.mcpServers)); err != nil {
 			return fmt.Errorf("mcp servers: %w", err)
 		}
 		in.mcpConfig = mcpConfigPath
 	}
-	inv, err := harnessCommand(r.box, in, core.Env(r.box), s.boxProviderURLs())
+	inv, err := harnessCommand(r.box, in, core.Env(r.box), rs.boxProviderURLs())
 	if err != nil {
 		return err
 	}
@@ -511,7 +485,7 @@ func (rs *runs) runHarness(r *agentRun, o *outcome) error {
 	}
 	if o.done == nil && o.errMsg == "" && r.spec.schema != nil {
 		// No done event: the accumulated text is the result.
-		if err := validateOutput(r.spec.schema, o.text.String()); err != nil {
+		if err := respschema.Validate(r.spec.schema, o.text.String()); err != nil {
 			return err
 		}
 	}
@@ -520,7 +494,7 @@ func (rs *runs) runHarness(r *agentRun, o *outcome) error {
 
 // handleEvent relays one harness event and keeps what the run record
 // needs. It returns false to stop reading (after an error event).
-func (rs *runs) handleEvent(r *agentRun, o *outcome, event string, data []byte) bool {
+func (rs *Runs) handleEvent(r *agentRun, o *outcome, event string, data []byte) bool {
 	switch event {
 	case "run_start", "stats":
 		// boxd sends these itself.
@@ -537,11 +511,11 @@ func (rs *runs) handleEvent(r *agentRun, o *outcome, event string, data []byte) 
 			return false
 		}
 		if r.spec.schema != nil {
-			final := deref(d.Output)
+			final := wire.Deref(d.Output)
 			if final == "" {
 				final = o.text.String()
 			}
-			if err := validateOutput(r.spec.schema, final); err != nil {
+			if err := respschema.Validate(r.spec.schema, final); err != nil {
 				o.fail(err.Error())
 				return false
 			}
@@ -570,37 +544,6 @@ func (o *outcome) fail(msg string) {
 	o.errEvent, _ = json.Marshal(gen.StreamErrorEventData{Error: msg})
 }
 
-// validateOutput checks the final output of a structured run against the
-// response schema.
-func validateOutput(sch *jsonschema.Schema, output string) error {
-	text := strings.TrimSpace(output)
-	v, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
-	if err != nil {
-		return fmt.Errorf("output is not JSON matching the response schema: %v; output starts with %q", err, truncate(text, 200))
-	}
-	if err := sch.Validate(v); err != nil {
-		var ve *jsonschema.ValidationError
-		if errors.As(err, &ve) {
-			// The first line names the schema; the rest say what failed
-			// where ("- at '/verdict': value must be one of ...").
-			msg := strings.TrimSpace(ve.Error())
-			if _, rest, ok := strings.Cut(msg, "\n"); ok {
-				msg = strings.TrimSpace(rest)
-			}
-			return fmt.Errorf("output does not match the response schema: %s", msg)
-		}
-		return fmt.Errorf("output does not match the response schema: %v", err)
-	}
-	return nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
-
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
@@ -611,7 +554,7 @@ func lastLines(s string, n int) string {
 
 // writeAttachments stores a run's attachments in the box and returns their
 // box paths.
-func (s *Server) writeAttachments(ctx context.Context, rt *agent.Client, runID string, files []attachment) ([]string, error) {
+func (rs *Runs) writeAttachments(ctx context.Context, rt *agent.Client, runID string, files []attachment) ([]string, error) {
 	dir := "/tmp/boxd-attachments/" + runID
 	var paths []string
 	seen := map[string]int{}
@@ -622,7 +565,7 @@ func (s *Server) writeAttachments(ctx context.Context, rt *agent.Client, runID s
 		}
 		seen[f.name]++
 		p := dir + "/" + name
-		if err := s.writeBoxFile(ctx, rt, p, f.data); err != nil {
+		if err := rs.writeBoxFile(ctx, rt, p, f.data); err != nil {
 			return nil, err
 		}
 		paths = append(paths, p)
@@ -631,7 +574,7 @@ func (s *Server) writeAttachments(ctx context.Context, rt *agent.Client, runID s
 }
 
 // writeBoxFile writes data to path in the box through its agent.
-func (s *Server) writeBoxFile(ctx context.Context, rt *agent.Client, path string, data []byte) error {
+func (rs *Runs) writeBoxFile(ctx context.Context, rt *agent.Client, path string, data []byte) error {
 	if err := rt.WriteFile(ctx, path, bytes.NewReader(data)); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -734,46 +677,4 @@ func (s sseResponse) VisitStreamAgentRunResponse(w http.ResponseWriter) error {
 			return nil
 		}
 	}
-}
-
-// deliverWebhook POSTs a run's result to the caller's URL, trying a few
-// times on connection errors and 5xx. Header values are never logged.
-func (s *Server) deliverWebhook(boxID string, wh *gen.Webhook, payload any) {
-	body, _ := json.Marshal(payload)
-	var last string
-	for attempt := 0; attempt < 3; attempt++ {
-		if attempt > 0 {
-			time.Sleep(time.Duration(attempt) * 500 * time.Millisecond)
-		}
-		ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, wh.URL, bytes.NewReader(body))
-		if err != nil {
-			cancel()
-			last = "invalid webhook URL"
-			break
-		}
-		req.Header.Set("Content-Type", "application/json")
-		for k, v := range wh.Headers {
-			req.Header.Set(k, v)
-		}
-		resp, err := s.webhookClient.Do(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-			resp.Body.Close()
-		}
-		cancel()
-		if err == nil && resp.StatusCode < 500 {
-			if resp.StatusCode >= 300 {
-				last = fmt.Sprintf("webhook answered %d", resp.StatusCode)
-				break
-			}
-			return
-		}
-		if err != nil {
-			last = "webhook delivery failed: " + errors.Unwrap(err).Error()
-		} else {
-			last = fmt.Sprintf("webhook answered %d", resp.StatusCode)
-		}
-	}
-	s.core.Logf(boxID, "warn", "system", last)
 }
