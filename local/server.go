@@ -38,6 +38,7 @@ import (
 	"github.com/upstash/box-go/local/internal/cgroup"
 	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/feature/agentrun"
+	"github.com/upstash/box-go/local/internal/feature/schedules"
 	"github.com/upstash/box-go/local/internal/sandbox"
 	"github.com/upstash/box-go/local/internal/sshguard"
 	"github.com/upstash/box-go/local/internal/store"
@@ -222,7 +223,7 @@ type Server struct {
 	runs        *agentrun.Runs
 	net         *network
 	images      *images
-	schedules   *scheduler
+	schedules   *schedules.Schedules
 	browsers    *browsers
 	agentBinary string
 	// webhooks delivers run webhooks.
@@ -371,14 +372,14 @@ func New(cfg Config) (*Server, error) {
 	})
 	s.onClose(s.runs.Close)
 	s.onClose(s.core.CloseInits)
-	s.handler = s.withPreviews(s.routes())
 	// Stored schedules get their timers back (schedules.go).
-	s.schedules = newScheduler(s)
-	s.schedules.start()
-	s.onClose(s.schedules.close)
+	s.schedules = schedules.New(schedules.Config{Host: s.core, Runs: s.runs, Webhooks: s.webhooks})
+	s.schedules.Start()
+	s.onClose(s.schedules.Close)
+	s.handler = s.withPreviews(s.routes())
 	// The SSH servers that ServeSSH starts later close first.
 	s.onClose(s.closeSSH)
-	s.core.OnBoxDeleted(s.schedules.forgetBox)
+	s.core.OnBoxDeleted(s.schedules.ForgetBox)
 	s.core.OnBoxDeleted(s.browsers.recs.forgetBox)
 	// Expired ephemeral boxes go, and keep-alive boxes with an init
 	// command start again.

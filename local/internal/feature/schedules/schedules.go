@@ -1,4 +1,4 @@
-package local
+package schedules
 
 import (
 	"bytes"
@@ -127,9 +127,12 @@ type scheduleWebhook struct {
 	DurationMs  int64 `json:"duration_ms"`
 }
 
-// scheduler fires the active schedules of every box.
-type scheduler struct {
-	s *Server
+// Schedules is the schedules feature: it fires the active schedules of
+// every box, and serves their operations.
+type Schedules struct {
+	host Host
+	db   *store.Store
+	cfg  Config
 	// ctx ends when boxd closes; exec runs are bound to it.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -157,26 +160,27 @@ type armedSchedule struct {
 // inflight is a schedule's run in progress; runID is empty until known.
 type inflight struct{ runID string }
 
-func newScheduler(s *Server) *scheduler {
-	ctx, cancel := context.WithCancel(s.ctx)
-	return &scheduler{s: s, ctx: ctx, cancel: cancel, armed: map[string]*armedSchedule{}, running: map[string]*inflight{}}
+// New returns the schedules feature; Start arms the stored schedules.
+func New(cfg Config) *Schedules {
+	ctx, cancel := context.WithCancel(cfg.Host.Context())
+	return &Schedules{host: cfg.Host, db: cfg.Host.Store(), cfg: cfg, ctx: ctx, cancel: cancel, armed: map[string]*armedSchedule{}, running: map[string]*inflight{}}
 }
 
-// start arms the stored active schedules. Schedules of boxes that no longer
+// Start arms the stored active schedules. Schedules of boxes that no longer
 // exist are removed, and runs a killed boxd left going are recorded as
 // failed.
-func (sch *scheduler) start() {
-	all, err := sch.s.db.AllSchedules()
+func (sch *Schedules) Start() {
+	all, err := sch.db.AllSchedules()
 	if err != nil {
-		sch.s.log.Error("cannot read the stored schedules; none is armed", "err", err)
+		sch.host.Logger().Error("cannot read the stored schedules; none is armed", "err", err)
 		return
 	}
 	sch.mu.Lock()
 	defer sch.mu.Unlock()
 	checked := map[string]bool{}
 	for _, sc := range all {
-		if _, err := sch.s.db.Box(sc.BoxID); errors.Is(err, store.ErrNotFound) {
-			_ = sch.s.db.DeleteSchedule(sc.BoxID, sc.ID)
+		if _, err := sch.db.Box(sc.BoxID); errors.Is(err, store.ErrNotFound) {
+			_ = sch.db.DeleteSchedule(sc.BoxID, sc.ID)
 			continue
 		}
 		if !checked[sc.BoxID] {
@@ -189,8 +193,8 @@ func (sch *scheduler) start() {
 
 // failInterrupted records as failed the scheduled runs of a box that were
 // going when boxd was killed.
-func (sch *scheduler) failInterrupted(boxID string) {
-	runs, err := sch.s.db.Runs(boxID)
+func (sch *Schedules) failInterrupted(boxID string) {
+	runs, err := sch.db.Runs(boxID)
 	if err != nil {
 		return
 	}
@@ -201,7 +205,7 @@ func (sch *scheduler) failInterrupted(boxID string) {
 		r.Status = "failed"
 		r.ErrorMessage = "boxd stopped during the run"
 		r.CompletedAt = time.Now().Unix()
-		_, _ = sch.s.db.FinishScheduleRun(r, func(sc *store.Schedule) {
+		_, _ = sch.db.FinishScheduleRun(r, func(sc *store.Schedule) {
 			sc.TotalRuns++
 			sc.TotalFailures++
 		})
@@ -210,7 +214,7 @@ func (sch *scheduler) failInterrupted(boxID string) {
 
 // close stops every timer, cancels the exec runs in progress and waits
 // for them to be recorded. Agent runs end with the server's runs.
-func (sch *scheduler) close() {
+func (sch *Schedules) Close() {
 	sch.mu.Lock()
 	sch.closed = true
 	for id, a := range sch.armed {
@@ -225,15 +229,15 @@ func (sch *scheduler) close() {
 // arm sets the timer of an active schedule for its next activation,
 // replacing any earlier timer; a paused one is only disarmed. The caller
 // holds sch.mu.
-func (sch *scheduler) arm(sc *store.Schedule) {
+func (sch *Schedules) arm(sc *store.Schedule) {
 	sch.disarm(sc.ID)
 	if sch.closed || sc.Status != scheduleActive {
 		return
 	}
-	now := sch.s.cfg.Clock.Now()
+	now := sch.host.Clock().Now()
 	c, err := parseCron(sc.Cron, now)
 	if err != nil {
-		sch.s.log.Warn("schedule not armed", "schedule", sc.ID, "err", err)
+		sch.host.Logger().Warn("schedule not armed", "schedule", sc.ID, "err", err)
 		return
 	}
 	sch.armAt(sc, c, now, now)
@@ -241,17 +245,17 @@ func (sch *scheduler) arm(sc *store.Schedule) {
 
 // armAt arms sc for its first activation after from. The caller holds
 // sch.mu.
-func (sch *scheduler) armAt(sc *store.Schedule, c cron.Schedule, from, now time.Time) {
+func (sch *Schedules) armAt(sc *store.Schedule, c cron.Schedule, from, now time.Time) {
 	a := &armedSchedule{sc: sc, cron: c, at: c.Next(from.UTC())}
 	if a.at.IsZero() {
 		return // no activation within five years
 	}
-	a.stop = sch.s.cfg.Clock.AfterFunc(a.at.Sub(now), func() { sch.fire(a) })
+	a.stop = sch.host.Clock().AfterFunc(a.at.Sub(now), func() { sch.fire(a) })
 	sch.armed[sc.ID] = a
 }
 
 // disarm stops a schedule's timer. The caller holds sch.mu.
-func (sch *scheduler) disarm(id string) {
+func (sch *Schedules) disarm(id string) {
 	if a := sch.armed[id]; a != nil {
 		a.stop()
 		delete(sch.armed, id)
@@ -261,13 +265,13 @@ func (sch *scheduler) disarm(id string) {
 // fire is an activation of a: it arms the next one, then starts the run,
 // or records a skipped run when the previous one is still going. It
 // returns at once (a fake clock calls it from the goroutine advancing it).
-func (sch *scheduler) fire(a *armedSchedule) {
+func (sch *Schedules) fire(a *armedSchedule) {
 	sch.mu.Lock()
 	defer sch.mu.Unlock()
 	if sch.closed || sch.armed[a.sc.ID] != a {
 		return // paused, changed or deleted since it was armed
 	}
-	now := sch.s.cfg.Clock.Now()
+	now := sch.host.Clock().Now()
 	from := now
 	if a.at.After(from) {
 		from = a.at
@@ -294,14 +298,14 @@ func (sch *scheduler) fire(a *armedSchedule) {
 }
 
 // started notes the id of a schedule's run in progress.
-func (sch *scheduler) started(fl *inflight, runID string) {
+func (sch *Schedules) started(fl *inflight, runID string) {
 	sch.mu.Lock()
 	fl.runID = runID
 	sch.mu.Unlock()
 }
 
 // ended forgets a schedule's run in progress.
-func (sch *scheduler) ended(id string, fl *inflight) {
+func (sch *Schedules) ended(id string, fl *inflight) {
 	sch.mu.Lock()
 	if sch.running[id] == fl {
 		delete(sch.running, id)
@@ -315,12 +319,12 @@ type runOutcome struct {
 }
 
 // run runs one activation of sc.
-func (sch *scheduler) run(sc *store.Schedule, at time.Time, fl *inflight) {
-	b, err := sch.s.db.Box(sc.BoxID)
+func (sch *Schedules) run(sc *store.Schedule, at time.Time, fl *inflight) {
+	b, err := sch.db.Box(sc.BoxID)
 	if err != nil {
 		sch.ended(sc.ID, fl)
 		if errors.Is(err, store.ErrNotFound) {
-			sch.forgetBox(sc.BoxID)
+			sch.ForgetBox(sc.BoxID)
 		}
 		return
 	}
@@ -332,15 +336,15 @@ func (sch *scheduler) run(sc *store.Schedule, at time.Time, fl *inflight) {
 }
 
 // runExec runs an exec schedule's command in the box.
-func (sch *scheduler) runExec(b *store.Box, sc *store.Schedule, at time.Time, fl *inflight) {
+func (sch *Schedules) runExec(b *store.Box, sc *store.Schedule, at time.Time, fl *inflight) {
 	start := time.Now()
 	rec := &store.Run{
 		ID: core.NewID("run-"), BoxID: b.ID, Type: "shell", Status: "running", ScheduleID: sc.ID,
 		Prompt: strings.Join(sc.Command, " "), CreatedAt: start.Unix(), Seq: start.UnixNano(),
 	}
 	sch.started(fl, rec.ID)
-	if err := sch.s.db.StartScheduleRun(rec); err != nil {
-		sch.s.log.Warn("cannot record scheduled run", "schedule", sc.ID, "err", err)
+	if err := sch.db.StartScheduleRun(rec); err != nil {
+		sch.host.Logger().Warn("cannot record scheduled run", "schedule", sc.ID, "err", err)
 	}
 	ctx := sch.ctx
 	if sc.TimeoutMs > 0 {
@@ -393,13 +397,13 @@ type processResult struct {
 
 // process runs argv in folder in the box, starting or resuming the box if
 // needed. An error means the command did not run to its end.
-func (sch *scheduler) process(ctx context.Context, b *store.Box, argv []string, folder string) (processResult, error) {
+func (sch *Schedules) process(ctx context.Context, b *store.Box, argv []string, folder string) (processResult, error) {
 	var res processResult
-	rt, err := sch.s.core.EnsureRunning(ctx, b)
+	rt, err := sch.host.EnsureRunning(ctx, b)
 	if err != nil {
 		return res, fmt.Errorf("the box did not start: %w", err)
 	}
-	defer sch.s.core.Busy(b.ID)()
+	defer sch.host.Busy(b.ID)()
 	p, err := rt.Process(ctx, agent.ProcessRequest{Argv: argv, Folder: folder})
 	if err != nil {
 		return res, err
@@ -451,12 +455,12 @@ func (l *lastBytes) String() string {
 
 // runPrompt starts an agent run for a prompt schedule. The run is the
 // box's usual agent run, with the schedule's model, options and timeout.
-func (sch *scheduler) runPrompt(b *store.Box, sc *store.Schedule, at time.Time, fl *inflight) {
+func (sch *Schedules) runPrompt(b *store.Box, sc *store.Schedule, at time.Time, fl *inflight) {
 	box := *b
 	if sc.Model != "" {
 		box.Model = sc.Model
 	}
-	runID, err := sch.s.runs.Start(&box, agentrun.Spec{
+	runID, err := sch.cfg.Runs.Start(&box, agentrun.Spec{
 		Prompt: sc.Prompt, Folder: sc.Folder, Options: sc.AgentOptions,
 		ScheduleID: sc.ID, Timeout: time.Duration(sc.TimeoutMs) * time.Millisecond,
 		Ended: func(rec *store.Run) { sch.finish(sc, at, rec, fl, runOutcome{}) },
@@ -464,21 +468,21 @@ func (sch *scheduler) runPrompt(b *store.Box, sc *store.Schedule, at time.Time, 
 	if err != nil {
 		sch.ended(sc.ID, fl)
 		if !sch.isClosed() {
-			sch.s.log.Warn("scheduled agent run did not start", "schedule", sc.ID, "err", err)
+			sch.host.Logger().Warn("scheduled agent run did not start", "schedule", sc.ID, "err", err)
 		}
 		return
 	}
 	sch.started(fl, runID)
 }
 
-func (sch *scheduler) isClosed() bool {
+func (sch *Schedules) isClosed() bool {
 	sch.mu.Lock()
 	defer sch.mu.Unlock()
 	return sch.closed
 }
 
 // skip records an activation that came while the previous run was going.
-func (sch *scheduler) skip(sc *store.Schedule, at time.Time, prev *inflight) {
+func (sch *Schedules) skip(sc *store.Schedule, at time.Time, prev *inflight) {
 	sch.mu.Lock()
 	prevID := prev.runID
 	sch.mu.Unlock()
@@ -493,7 +497,7 @@ func (sch *scheduler) skip(sc *store.Schedule, at time.Time, prev *inflight) {
 	}
 	if sc.Type == schedulePrompt {
 		rec.Type, rec.Prompt, rec.Model = "agent", sc.Prompt, sc.Model
-		if b, err := sch.s.db.Box(sc.BoxID); err == nil && rec.Model == "" {
+		if b, err := sch.db.Box(sc.BoxID); err == nil && rec.Model == "" {
 			rec.Model = b.Model
 		}
 	}
@@ -502,7 +506,7 @@ func (sch *scheduler) skip(sc *store.Schedule, at time.Time, prev *inflight) {
 
 // finish records a scheduled run that ended (or was skipped) together with
 // its schedule's last run and totals, then delivers the webhook.
-func (sch *scheduler) finish(sc *store.Schedule, at time.Time, rec *store.Run, fl *inflight, out runOutcome) {
+func (sch *Schedules) finish(sc *store.Schedule, at time.Time, rec *store.Run, fl *inflight, out runOutcome) {
 	update := func(s *store.Schedule) {
 		// The last run is that of the latest activation: a long run that
 		// ends after a later activation was skipped does not replace it.
@@ -516,9 +520,9 @@ func (sch *scheduler) finish(sc *store.Schedule, at time.Time, rec *store.Run, f
 			s.TotalFailures++
 		}
 	}
-	stored, err := sch.s.db.FinishScheduleRun(rec, update)
+	stored, err := sch.db.FinishScheduleRun(rec, update)
 	if err != nil {
-		sch.s.log.Warn("cannot record scheduled run", "schedule", sc.ID, "run", rec.ID, "err", err)
+		sch.host.Logger().Warn("cannot record scheduled run", "schedule", sc.ID, "run", rec.ID, "err", err)
 	}
 	if fl != nil {
 		sch.ended(sc.ID, fl)
@@ -531,20 +535,27 @@ func (sch *scheduler) finish(sc *store.Schedule, at time.Time, rec *store.Run, f
 		if rec.Status == "skipped" {
 			level = "warn"
 		}
-		sch.s.core.Logf(sc.BoxID, level, "system", fmt.Sprintf("schedule %s: run %s %s: %s", sc.ID, rec.ID, rec.Status, rec.ErrorMessage))
+		sch.host.Logf(sc.BoxID, level, "system", fmt.Sprintf("schedule %s: run %s %s: %s", sc.ID, rec.ID, rec.Status, rec.ErrorMessage))
 	}
 	if sc.WebhookURL == "" {
 		return
 	}
-	sch.s.webhooks.Deliver(sc.BoxID, sc.WebhookURL, sc.WebhookHeaders, scheduleWebhook{
+	sch.cfg.Webhooks.Deliver(sc.BoxID, sc.WebhookURL, sc.WebhookHeaders, scheduleWebhook{
 		BoxID: sc.BoxID, ScheduleID: sc.ID, RunID: rec.ID, Type: sc.Type, Status: rec.Status,
 		Output: rec.Output, Error: rec.ErrorMessage, ExitCode: out.exitCode,
 		ScheduledAt: at.Unix(), DurationMs: rec.DurationMs,
 	})
 }
 
-// forgetBox disarms and deletes the schedules of a deleted box.
-func (sch *scheduler) forgetBox(boxID string) {
+// Armed is the number of schedules armed.
+func (sch *Schedules) Armed() int {
+	sch.mu.Lock()
+	defer sch.mu.Unlock()
+	return len(sch.armed)
+}
+
+// ForgetBox disarms and deletes the schedules of a deleted box.
+func (sch *Schedules) ForgetBox(boxID string) {
 	sch.mu.Lock()
 	defer sch.mu.Unlock()
 	for id, a := range sch.armed {
@@ -553,15 +564,15 @@ func (sch *scheduler) forgetBox(boxID string) {
 			delete(sch.armed, id)
 		}
 	}
-	if err := sch.s.db.DeleteSchedules(boxID); err != nil {
-		sch.s.log.Warn("cannot delete the schedules of a deleted box", "box", boxID, "err", err)
+	if err := sch.db.DeleteSchedules(boxID); err != nil {
+		sch.host.Logger().Warn("cannot delete the schedules of a deleted box", "box", boxID, "err", err)
 	}
 }
 
 // The API.
 
-func (c *controlPlane) schedule(boxID, id string) (*store.Schedule, error) {
-	sc, err := c.s.db.Schedule(boxID, id)
+func (sch *Schedules) schedule(boxID, id string) (*store.Schedule, error) {
+	sc, err := sch.db.Schedule(boxID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, errdefs.NotFound("schedule not found")
 	}
@@ -616,8 +627,8 @@ func headerToken(s string) bool {
 	return true
 }
 
-func (c *controlPlane) CreateSchedule(ctx context.Context, req gen.CreateScheduleRequestObject) (gen.CreateScheduleResponseObject, error) {
-	b, err := c.box(req.ID)
+func (sch *Schedules) CreateSchedule(ctx context.Context, req gen.CreateScheduleRequestObject) (gen.CreateScheduleResponseObject, error) {
+	b, err := sch.host.Box(req.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -625,7 +636,7 @@ func (c *controlPlane) CreateSchedule(ctx context.Context, req gen.CreateSchedul
 	if body == nil {
 		return nil, errdefs.Invalid("request body is required")
 	}
-	now := c.s.cfg.Clock.Now()
+	now := sch.host.Clock().Now()
 	if _, err := parseCron(body.Cron, now); err != nil {
 		return nil, err
 	}
@@ -675,22 +686,21 @@ func (c *controlPlane) CreateSchedule(ctx context.Context, req gen.CreateSchedul
 	if len(sc.AgentOptions) == 0 {
 		sc.AgentOptions = nil
 	}
-	sch := c.s.schedules
 	sch.mu.Lock()
 	defer sch.mu.Unlock()
-	if err := c.s.db.PutSchedule(sc); err != nil {
+	if err := sch.db.PutSchedule(sc); err != nil {
 		return nil, err
 	}
 	sch.arm(sc)
 	return gen.CreateSchedule200JSONResponse(scheduleData(sc)), nil
 }
 
-func (c *controlPlane) ListSchedules(ctx context.Context, req gen.ListSchedulesRequestObject) (gen.ListSchedulesResponseObject, error) {
-	b, err := c.box(req.ID)
+func (sch *Schedules) ListSchedules(ctx context.Context, req gen.ListSchedulesRequestObject) (gen.ListSchedulesResponseObject, error) {
+	b, err := sch.host.Box(req.ID)
 	if err != nil {
 		return nil, err
 	}
-	all, err := c.s.db.Schedules(b.ID)
+	all, err := sch.db.Schedules(b.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -701,12 +711,12 @@ func (c *controlPlane) ListSchedules(ctx context.Context, req gen.ListSchedulesR
 	return out, nil
 }
 
-func (c *controlPlane) GetSchedule(ctx context.Context, req gen.GetScheduleRequestObject) (gen.GetScheduleResponseObject, error) {
-	b, err := c.box(req.ID)
+func (sch *Schedules) GetSchedule(ctx context.Context, req gen.GetScheduleRequestObject) (gen.GetScheduleResponseObject, error) {
+	b, err := sch.host.Box(req.ID)
 	if err != nil {
 		return nil, err
 	}
-	sc, err := c.schedule(b.ID, req.ScheduleID)
+	sc, err := sch.schedule(b.ID, req.ScheduleID)
 	if err != nil {
 		return nil, err
 	}
@@ -717,8 +727,8 @@ func (c *controlPlane) GetSchedule(ctx context.Context, req gen.GetScheduleReque
 // a field, agent_options null clears the options. The type cannot change:
 // command is refused on prompt schedules and prompt on exec schedules
 // (model and agent_options too, unless they clear).
-func (c *controlPlane) UpdateSchedule(ctx context.Context, req gen.UpdateScheduleRequestObject) (gen.UpdateScheduleResponseObject, error) {
-	b, err := c.box(req.ID)
+func (sch *Schedules) UpdateSchedule(ctx context.Context, req gen.UpdateScheduleRequestObject) (gen.UpdateScheduleResponseObject, error) {
+	b, err := sch.host.Box(req.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -737,11 +747,10 @@ func (c *controlPlane) UpdateSchedule(ctx context.Context, req gen.UpdateSchedul
 			clearOpts, opts = true, nil
 		}
 	}
-	now := c.s.cfg.Clock.Now()
-	sch := c.s.schedules
+	now := sch.host.Clock().Now()
 	sch.mu.Lock()
 	defer sch.mu.Unlock()
-	sc, err := c.s.db.UpdateSchedule(b.ID, req.ScheduleID, func(sc *store.Schedule) error {
+	sc, err := sch.db.UpdateSchedule(b.ID, req.ScheduleID, func(sc *store.Schedule) error {
 		if u.Cron != nil {
 			if _, err := parseCron(*u.Cron, now); err != nil {
 				return err
@@ -820,16 +829,15 @@ func (c *controlPlane) UpdateSchedule(ctx context.Context, req gen.UpdateSchedul
 }
 
 // setScheduleStatus pauses or resumes a schedule.
-func (c *controlPlane) setScheduleStatus(boxID, id, status string) error {
-	b, err := c.box(boxID)
+func (sch *Schedules) setScheduleStatus(boxID, id, status string) error {
+	b, err := sch.host.Box(boxID)
 	if err != nil {
 		return err
 	}
-	now := c.s.cfg.Clock.Now()
-	sch := c.s.schedules
+	now := sch.host.Clock().Now()
 	sch.mu.Lock()
 	defer sch.mu.Unlock()
-	sc, err := c.s.db.UpdateSchedule(b.ID, id, func(sc *store.Schedule) error {
+	sc, err := sch.db.UpdateSchedule(b.ID, id, func(sc *store.Schedule) error {
 		if sc.Status != status {
 			sc.Status = status
 			sc.UpdatedAt = now.Unix()
@@ -846,29 +854,28 @@ func (c *controlPlane) setScheduleStatus(boxID, id, status string) error {
 	return nil
 }
 
-func (c *controlPlane) PauseSchedule(ctx context.Context, req gen.PauseScheduleRequestObject) (gen.PauseScheduleResponseObject, error) {
-	if err := c.setScheduleStatus(req.ID, req.ScheduleID, schedulePaused); err != nil {
+func (sch *Schedules) PauseSchedule(ctx context.Context, req gen.PauseScheduleRequestObject) (gen.PauseScheduleResponseObject, error) {
+	if err := sch.setScheduleStatus(req.ID, req.ScheduleID, schedulePaused); err != nil {
 		return nil, err
 	}
 	return gen.PauseSchedule200JSONResponse(wire.Message("Schedule paused")), nil
 }
 
-func (c *controlPlane) ResumeSchedule(ctx context.Context, req gen.ResumeScheduleRequestObject) (gen.ResumeScheduleResponseObject, error) {
-	if err := c.setScheduleStatus(req.ID, req.ScheduleID, scheduleActive); err != nil {
+func (sch *Schedules) ResumeSchedule(ctx context.Context, req gen.ResumeScheduleRequestObject) (gen.ResumeScheduleResponseObject, error) {
+	if err := sch.setScheduleStatus(req.ID, req.ScheduleID, scheduleActive); err != nil {
 		return nil, err
 	}
 	return gen.ResumeSchedule200JSONResponse(wire.Message("Schedule resumed")), nil
 }
 
-func (c *controlPlane) DeleteSchedule(ctx context.Context, req gen.DeleteScheduleRequestObject) (gen.DeleteScheduleResponseObject, error) {
-	b, err := c.box(req.ID)
+func (sch *Schedules) DeleteSchedule(ctx context.Context, req gen.DeleteScheduleRequestObject) (gen.DeleteScheduleResponseObject, error) {
+	b, err := sch.host.Box(req.ID)
 	if err != nil {
 		return nil, err
 	}
-	sch := c.s.schedules
 	sch.mu.Lock()
 	defer sch.mu.Unlock()
-	if err := c.s.db.DeleteSchedule(b.ID, req.ScheduleID); err != nil {
+	if err := sch.db.DeleteSchedule(b.ID, req.ScheduleID); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, errdefs.NotFound("schedule not found")
 		}

@@ -1,0 +1,49 @@
+// Package schedules is the schedules feature: cron schedules of a box
+// that run a command (exec) or start an agent run (prompt), and POST
+// each run's outcome to the schedule's webhook. It owns the schedule
+// records and their timers. It reaches boxes only through its Host,
+// starts agent runs only through Runs (package agentrun), and speaks no
+// HTTP: its errors are errdefs kinds.
+package schedules
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/upstash/box-go/local/internal/agent"
+	"github.com/upstash/box-go/local/internal/core"
+	"github.com/upstash/box-go/local/internal/feature/agentrun"
+	"github.com/upstash/box-go/local/internal/store"
+	"github.com/upstash/box-go/local/internal/webhook"
+)
+
+// Host is what schedules need of boxd's core.
+type Host interface {
+	// Box returns the record of a box, or an error of kind not found.
+	Box(idOrName string) (*store.Box, error)
+	// EnsureRunning starts box b if it is not running and returns the
+	// client of its agent.
+	EnsureRunning(ctx context.Context, b *store.Box) (*agent.Client, error)
+	// Busy marks a box in use until done is called.
+	Busy(id string) (done func())
+	// Logf appends an entry to a box's log.
+	Logf(boxID, level, source, msg string)
+	Logger() *slog.Logger
+	// Clock times the schedules' activations.
+	Clock() core.Clock
+	// Context is boxd's lifetime; exec runs' contexts derive from it.
+	Context() context.Context
+	Store() *store.Store
+}
+
+// Runs starts the agent runs of prompt schedules (agentrun.Runs).
+type Runs interface {
+	Start(b *store.Box, spec agentrun.Spec) (runID string, err error)
+}
+
+// Config configures the feature.
+type Config struct {
+	Host     Host
+	Runs     Runs
+	Webhooks *webhook.Sender
+}
