@@ -1,10 +1,12 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"slices"
@@ -17,6 +19,7 @@ import (
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/feature/agentrun"
 	"github.com/upstash/box-go/local/internal/feature/schedules"
+	"github.com/upstash/box-go/local/internal/feature/snapshots"
 	"github.com/upstash/box-go/local/internal/store"
 	"github.com/upstash/box-go/local/internal/wire"
 )
@@ -88,7 +91,7 @@ func (s *Server) controlPlaneHandler() http.Handler {
 	base.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not found")
 	})
-	strict := gen.NewStrictHandlerWithOptions(&controlPlane{Runs: s.runs, Schedules: s.schedules, s: s}, nil, gen.StrictHTTPServerOptions{
+	strict := gen.NewStrictHandlerWithOptions(&controlPlane{Runs: s.runs, Schedules: s.schedules, Snapshots: s.snapshots, s: s}, nil, gen.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.As(err, new(*http.MaxBytesError)) {
 				writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(s.cfg.MaxBodyBytes, 10)+" bytes")
@@ -180,6 +183,7 @@ type controlPlane struct {
 	agentOperations
 	*agentrun.Runs
 	*schedules.Schedules
+	*snapshots.Snapshots
 	s *Server
 }
 
@@ -282,7 +286,7 @@ func (c *controlPlane) CreateBox(ctx context.Context, req gen.CreateBoxRequestOb
 	if err != nil {
 		return nil, err
 	}
-	return gen.CreateBox200JSONResponse(boxData(b)), nil
+	return gen.CreateBox200JSONResponse(wire.BoxData(b)), nil
 }
 
 // create validates body and makes the box: its record, its directories,
@@ -361,7 +365,7 @@ func (c *controlPlane) ListBoxes(ctx context.Context, req gen.ListBoxesRequestOb
 		if req.Params.Label != nil && !slices.Contains(b.Labels, *req.Params.Label) {
 			continue
 		}
-		out = append(out, boxData(b))
+		out = append(out, wire.BoxData(b))
 	}
 	return out, nil
 }
@@ -371,7 +375,7 @@ func (c *controlPlane) GetBox(ctx context.Context, req gen.GetBoxRequestObject) 
 	if err != nil {
 		return nil, err
 	}
-	return gen.GetBox200JSONResponse(boxData(b)), nil
+	return gen.GetBox200JSONResponse(wire.BoxData(b)), nil
 }
 
 func (c *controlPlane) DeleteBox(ctx context.Context, req gen.DeleteBoxRequestObject) (gen.DeleteBoxResponseObject, error) {
@@ -504,59 +508,30 @@ func (c *controlPlane) GetBoxRun(ctx context.Context, req gen.GetBoxRunRequestOb
 	return gen.GetBoxRun200JSONResponse{Status: gen.RunStatus(r.Status)}, nil
 }
 
-func boxData(b *store.Box) gen.BoxData {
-	d := gen.BoxData{
-		ID:            b.ID,
-		Status:        gen.BoxStatus(b.Status),
-		Labels:        b.Labels,
-		EnabledSkills: b.Skills,
-		CreatedAt:     b.CreatedAt,
-		UpdatedAt:     b.UpdatedAt,
-		CustomerID:    wire.Ptr(wire.CustomerID),
-		KeepAlive:     wire.Ptr(b.KeepAlive),
-		Size:          wire.Ptr(gen.BoxSize(b.Size)),
+// refuseNullIDs answers 400 to DELETE /v2/box/snapshots with "ids": null.
+// The generated decoder reads null as a missing key, which means "delete
+// every snapshot"; a client that serialises an empty list as null (a nil
+// Go slice does) must not get that. It reports whether to go on; the body
+// is left readable.
+func refuseNullIDs(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodDelete || r.URL.Path != "/v2/box/snapshots" || r.Body == nil {
+		return true
 	}
-	if d.Labels == nil {
-		d.Labels = []string{}
+	raw, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(raw))
+	if errors.As(err, new(*http.MaxBytesError)) {
+		writeError(w, http.StatusRequestEntityTooLarge, err.Error())
+		return false
 	}
-	if b.Name != "" {
-		d.Name = wire.Ptr(b.Name)
+	if err != nil {
+		return true // the decoder answers the truncated body
 	}
-	if b.Model != "" {
-		d.Model = wire.Ptr(b.Model)
+	var body map[string]json.RawMessage
+	if json.Unmarshal(raw, &body) == nil {
+		if v, ok := body["ids"]; ok && bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			writeError(w, http.StatusBadRequest, "ids must be a list of snapshot ids; leave it out (or use all=true) to delete every snapshot")
+			return false
+		}
 	}
-	if b.Agent != "" {
-		d.Agent = wire.Ptr(b.Agent)
-	}
-	if b.Runtime != "" {
-		d.Runtime = wire.Ptr(b.Runtime)
-	}
-	np := gen.NetworkPolicy{Mode: gen.NetworkPolicyModeAllowAll}
-	if len(b.NetworkPolicy) > 0 {
-		_ = json.Unmarshal(b.NetworkPolicy, &np)
-	}
-	d.NetworkPolicy = &np
-	if b.Ephemeral {
-		d.Ephemeral = wire.Ptr(true)
-		d.ExpiresAt = wire.Ptr(b.ExpiresAt)
-	}
-	if b.Browser {
-		d.Browser = wire.Ptr(true)
-	}
-	if b.LastActivity != 0 {
-		d.LastActivityAt = wire.Ptr(b.LastActivity)
-	}
-	if b.SessionID != "" {
-		d.SessionID = wire.Ptr(b.SessionID)
-	}
-	if b.TotalPrompts != 0 {
-		d.TotalPrompts = wire.Ptr(b.TotalPrompts)
-		d.TotalInputTokens = wire.Ptr(b.TotalInputTokens)
-		d.TotalOutputTokens = wire.Ptr(b.TotalOutputTokens)
-		d.TotalTokenCostUSD = wire.Ptr(b.TotalTokenCostUSD)
-	}
-	if b.TotalCPUNs != 0 {
-		d.TotalCPUNs = wire.Ptr(b.TotalCPUNs)
-	}
-	return d
+	return true
 }

@@ -39,6 +39,7 @@ import (
 	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/feature/agentrun"
 	"github.com/upstash/box-go/local/internal/feature/schedules"
+	"github.com/upstash/box-go/local/internal/feature/snapshots"
 	"github.com/upstash/box-go/local/internal/sandbox"
 	"github.com/upstash/box-go/local/internal/sshguard"
 	"github.com/upstash/box-go/local/internal/store"
@@ -224,6 +225,7 @@ type Server struct {
 	net         *network
 	images      *images
 	schedules   *schedules.Schedules
+	snapshots   *snapshots.Snapshots
 	browsers    *browsers
 	agentBinary string
 	// webhooks delivers run webhooks.
@@ -376,6 +378,12 @@ func New(cfg Config) (*Server, error) {
 	s.schedules = schedules.New(schedules.Config{Host: s.core, Runs: s.runs, Webhooks: s.webhooks})
 	s.schedules.Start()
 	s.onClose(s.schedules.Close)
+	s.snapshots = snapshots.New(snapshots.Config{
+		Host:           s.core,
+		Dir:            filepath.Join(cfg.DataDir, "snapshots"),
+		ValidateCreate: validateCreate,
+		CreateBox:      (&controlPlane{s: s}).create,
+	})
 	s.handler = s.withPreviews(s.routes())
 	// The SSH servers that ServeSSH starts later close first.
 	s.onClose(s.closeSSH)

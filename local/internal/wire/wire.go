@@ -92,3 +92,61 @@ func RunRecord(r *store.Run) gen.RunRecord {
 	rec.ComputeCostUSD = Ptr(0.0)
 	return rec
 }
+
+// BoxData is box b as the API shows it.
+func BoxData(b *store.Box) gen.BoxData {
+	d := gen.BoxData{
+		ID:            b.ID,
+		Status:        gen.BoxStatus(b.Status),
+		Labels:        b.Labels,
+		EnabledSkills: b.Skills,
+		CreatedAt:     b.CreatedAt,
+		UpdatedAt:     b.UpdatedAt,
+		CustomerID:    Ptr(CustomerID),
+		KeepAlive:     Ptr(b.KeepAlive),
+		Size:          Ptr(gen.BoxSize(b.Size)),
+	}
+	if d.Labels == nil {
+		d.Labels = []string{}
+	}
+	if b.Name != "" {
+		d.Name = Ptr(b.Name)
+	}
+	if b.Model != "" {
+		d.Model = Ptr(b.Model)
+	}
+	if b.Agent != "" {
+		d.Agent = Ptr(b.Agent)
+	}
+	if b.Runtime != "" {
+		d.Runtime = Ptr(b.Runtime)
+	}
+	np := gen.NetworkPolicy{Mode: gen.NetworkPolicyModeAllowAll}
+	if len(b.NetworkPolicy) > 0 {
+		_ = json.Unmarshal(b.NetworkPolicy, &np)
+	}
+	d.NetworkPolicy = &np
+	if b.Ephemeral {
+		d.Ephemeral = Ptr(true)
+		d.ExpiresAt = Ptr(b.ExpiresAt)
+	}
+	if b.Browser {
+		d.Browser = Ptr(true)
+	}
+	if b.LastActivity != 0 {
+		d.LastActivityAt = Ptr(b.LastActivity)
+	}
+	if b.SessionID != "" {
+		d.SessionID = Ptr(b.SessionID)
+	}
+	if b.TotalPrompts != 0 {
+		d.TotalPrompts = Ptr(b.TotalPrompts)
+		d.TotalInputTokens = Ptr(b.TotalInputTokens)
+		d.TotalOutputTokens = Ptr(b.TotalOutputTokens)
+		d.TotalTokenCostUSD = Ptr(b.TotalTokenCostUSD)
+	}
+	if b.TotalCPUNs != 0 {
+		d.TotalCPUNs = Ptr(b.TotalCPUNs)
+	}
+	return d
+}

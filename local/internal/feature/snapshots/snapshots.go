@@ -1,15 +1,12 @@
-package local
+package snapshots
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,10 +57,10 @@ func snapshotTops(t sandbox.Tree) []string {
 	return []string{filepath.Base(t.Workspace()), filepath.Base(t.UserHome())}
 }
 
-func (s *Server) snapshotDir() string { return filepath.Join(s.cfg.DataDir, "snapshots") }
+func (f *Snapshots) snapshotDir() string { return f.cfg.Dir }
 
-func (s *Server) snapshotPath(id string) string {
-	return filepath.Join(s.snapshotDir(), id+".tar.zst")
+func (f *Snapshots) snapshotPath(id string) string {
+	return filepath.Join(f.snapshotDir(), id+".tar.zst")
 }
 
 func snapshotData(sn *store.Snapshot) gen.Snapshot {
@@ -78,8 +75,8 @@ func snapshotData(sn *store.Snapshot) gen.Snapshot {
 	return d
 }
 
-func (c *controlPlane) CreateSnapshot(ctx context.Context, req gen.CreateSnapshotRequestObject) (gen.CreateSnapshotResponseObject, error) {
-	b, err := c.box(req.ID)
+func (f *Snapshots) CreateSnapshot(ctx context.Context, req gen.CreateSnapshotRequestObject) (gen.CreateSnapshotResponseObject, error) {
+	b, err := f.host.Box(req.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -93,10 +90,10 @@ func (c *controlPlane) CreateSnapshot(ctx context.Context, req gen.CreateSnapsho
 	case len(name) > maxSnapshotName:
 		return nil, errdefs.Invalid("name is longer than %d bytes", maxSnapshotName)
 	}
-	if err := c.s.core.NeedDisk("take a snapshot"); err != nil {
+	if err := f.host.NeedDisk("take a snapshot"); err != nil {
 		return nil, err
 	}
-	sn, err := c.s.takeSnapshot(ctx, b, name)
+	sn, err := f.takeSnapshot(ctx, b, name)
 	if err != nil {
 		return nil, err
 	}
@@ -106,10 +103,10 @@ func (c *controlPlane) CreateSnapshot(ctx context.Context, req gen.CreateSnapsho
 // takeSnapshot archives box b and records the snapshot. The archive is
 // written next to the box's files (so that an interrupted one goes with
 // the box) and moved into the snapshot directory once it is complete.
-func (s *Server) takeSnapshot(ctx context.Context, b *store.Box, name string) (*store.Snapshot, error) {
+func (f *Snapshots) takeSnapshot(ctx context.Context, b *store.Box, name string) (*store.Snapshot, error) {
 	start := time.Now()
-	l := s.core.Layout(b.ID)
-	if err := os.MkdirAll(s.snapshotDir(), 0o700); err != nil {
+	l := f.host.Layout(b.ID)
+	if err := os.MkdirAll(f.snapshotDir(), 0o700); err != nil {
 		return nil, err
 	}
 	tmp, err := os.CreateTemp(l.Root, ".snapshot-*.tmp")
@@ -121,7 +118,7 @@ func (s *Server) takeSnapshot(ctx context.Context, b *store.Box, name string) (*
 	}
 	defer os.Remove(tmp.Name()) // a no-op once renamed
 
-	release, err := s.core.Hold(ctx, b.ID)
+	release, err := f.host.Hold(ctx, b.ID)
 	held := time.Now()
 	if err != nil {
 		tmp.Close()
@@ -146,7 +143,7 @@ func (s *Server) takeSnapshot(ctx context.Context, b *store.Box, name string) (*
 	if err != nil {
 		// A delete that ran meanwhile removes the files before the
 		// record: the archive fails first.
-		if _, gone := s.db.Box(b.ID); errors.Is(gone, store.ErrNotFound) || s.core.Deleted(b.ID) {
+		if _, gone := f.db.Box(b.ID); errors.Is(gone, store.ErrNotFound) || f.host.Deleted(b.ID) {
 			return nil, errdefs.NotFound("box not found")
 		}
 		if errors.Is(err, archive.ErrTooLarge) {
@@ -161,9 +158,9 @@ func (s *Server) takeSnapshot(ctx context.Context, b *store.Box, name string) (*
 		Format: archive.Format, Entries: st.Entries, ContentBytes: st.Bytes,
 		Runtime: b.Runtime, Size: b.Size,
 	}
-	path := s.snapshotPath(sn.ID)
+	path := f.snapshotPath(sn.ID)
 	if err := os.Rename(tmp.Name(), path); err != nil {
-		if s.core.Deleted(b.ID) {
+		if f.host.Deleted(b.ID) {
 			return nil, errdefs.NotFound("box not found") // and the archive with it
 		}
 		return nil, err
@@ -171,16 +168,16 @@ func (s *Server) takeSnapshot(ctx context.Context, b *store.Box, name string) (*
 	fi, err := os.Stat(path)
 	if err == nil {
 		sn.SizeBytes = fi.Size()
-		err = syncDir(s.snapshotDir())
+		err = syncDir(f.snapshotDir())
 	}
 	if err == nil {
-		err = s.db.PutSnapshot(sn)
+		err = f.db.PutSnapshot(sn)
 	}
 	if err != nil {
 		os.Remove(path)
 		return nil, err
 	}
-	s.core.Logf(b.ID, "info", "system", fmt.Sprintf("snapshot %s taken: %d files and directories, %d bytes in %d archived, in %s (box held still for %s)",
+	f.host.Logf(b.ID, "info", "system", fmt.Sprintf("snapshot %s taken: %d files and directories, %d bytes in %d archived, in %s (box held still for %s)",
 		sn.ID, st.Entries, st.Bytes, sn.SizeBytes, time.Since(start).Round(time.Millisecond), frozen.Round(time.Millisecond)))
 	return sn, nil
 }
@@ -194,12 +191,12 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-func (c *controlPlane) ListSnapshots(ctx context.Context, req gen.ListSnapshotsRequestObject) (gen.ListSnapshotsResponseObject, error) {
-	b, err := c.box(req.ID)
+func (f *Snapshots) ListSnapshots(ctx context.Context, req gen.ListSnapshotsRequestObject) (gen.ListSnapshotsResponseObject, error) {
+	b, err := f.host.Box(req.ID)
 	if err != nil {
 		return nil, err
 	}
-	list, err := c.s.db.Snapshots(b.ID)
+	list, err := f.db.Snapshots(b.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -210,19 +207,19 @@ func (c *controlPlane) ListSnapshots(ctx context.Context, req gen.ListSnapshotsR
 	return out, nil
 }
 
-func (c *controlPlane) DeleteSnapshot(ctx context.Context, req gen.DeleteSnapshotRequestObject) (gen.DeleteSnapshotResponseObject, error) {
-	b, err := c.box(req.ID)
+func (f *Snapshots) DeleteSnapshot(ctx context.Context, req gen.DeleteSnapshotRequestObject) (gen.DeleteSnapshotResponseObject, error) {
+	b, err := f.host.Box(req.ID)
 	if err != nil {
 		return nil, err
 	}
-	sn, err := c.s.db.Snapshot(req.SnapshotID)
+	sn, err := f.db.Snapshot(req.SnapshotID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && sn.BoxID != b.ID) {
 		return nil, errdefs.NotFound("snapshot not found")
 	}
 	if err != nil {
 		return nil, err
 	}
-	if err := c.s.deleteSnapshot(sn.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := f.deleteSnapshot(sn.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
 	return gen.DeleteSnapshot200JSONResponse(wire.Message("Snapshot deleted")), nil
@@ -230,12 +227,12 @@ func (c *controlPlane) DeleteSnapshot(ctx context.Context, req gen.DeleteSnapsho
 
 // deleteSnapshot removes a snapshot's record, then its archive: a failure
 // in between leaves a stray file, never a record without its archive.
-func (s *Server) deleteSnapshot(id string) error {
-	if err := s.db.DeleteSnapshot(id); err != nil {
+func (f *Snapshots) deleteSnapshot(id string) error {
+	if err := f.db.DeleteSnapshot(id); err != nil {
 		return err
 	}
-	if err := os.Remove(s.snapshotPath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		s.log.Warn("cannot remove snapshot archive", "snapshot", id, "err", err)
+	if err := os.Remove(f.snapshotPath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		f.host.Logger().Warn("cannot remove snapshot archive", "snapshot", id, "err", err)
 	}
 	return nil
 }
@@ -245,7 +242,7 @@ func (s *Server) deleteSnapshot(id string) error {
 // snapshot; an "ids" list that is empty or holds a blank id is refused,
 // never read as "all". Unknown ids are skipped (a retried request must not
 // fail), and "deleted" counts what was removed.
-func (c *controlPlane) DeleteSnapshots(ctx context.Context, req gen.DeleteSnapshotsRequestObject) (gen.DeleteSnapshotsResponseObject, error) {
+func (f *Snapshots) DeleteSnapshots(ctx context.Context, req gen.DeleteSnapshotsRequestObject) (gen.DeleteSnapshotsResponseObject, error) {
 	var ids *[]string
 	if req.Body != nil {
 		ids = req.Body.IDs
@@ -261,7 +258,7 @@ func (c *controlPlane) DeleteSnapshots(ctx context.Context, req gen.DeleteSnapsh
 	}
 	var targets []string
 	if ids == nil {
-		list, err := c.s.db.Snapshots("")
+		list, err := f.db.Snapshots("")
 		if err != nil {
 			return nil, err
 		}
@@ -278,7 +275,7 @@ func (c *controlPlane) DeleteSnapshots(ctx context.Context, req gen.DeleteSnapsh
 	}
 	var n int64
 	for _, id := range targets {
-		switch err := c.s.deleteSnapshot(id); {
+		switch err := f.deleteSnapshot(id); {
 		case err == nil:
 			n++
 		case !errors.Is(err, store.ErrNotFound):
@@ -288,35 +285,7 @@ func (c *controlPlane) DeleteSnapshots(ctx context.Context, req gen.DeleteSnapsh
 	return gen.DeleteSnapshots200JSONResponse{Deleted: n}, nil
 }
 
-// refuseNullIDs answers 400 to DELETE /v2/box/snapshots with "ids": null.
-// The generated decoder reads null as a missing key, which means "delete
-// every snapshot"; a client that serialises an empty list as null (a nil
-// Go slice does) must not get that. It reports whether to go on; the body
-// is left readable.
-func refuseNullIDs(w http.ResponseWriter, r *http.Request) bool {
-	if r.Method != http.MethodDelete || r.URL.Path != "/v2/box/snapshots" || r.Body == nil {
-		return true
-	}
-	raw, err := io.ReadAll(r.Body)
-	r.Body = io.NopCloser(bytes.NewReader(raw))
-	if errors.As(err, new(*http.MaxBytesError)) {
-		writeError(w, http.StatusRequestEntityTooLarge, err.Error())
-		return false
-	}
-	if err != nil {
-		return true // the decoder answers the truncated body
-	}
-	var body map[string]json.RawMessage
-	if json.Unmarshal(raw, &body) == nil {
-		if v, ok := body["ids"]; ok && bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-			writeError(w, http.StatusBadRequest, "ids must be a list of snapshot ids; leave it out (or use all=true) to delete every snapshot")
-			return false
-		}
-	}
-	return true
-}
-
-func (c *controlPlane) CreateBoxFromSnapshot(ctx context.Context, req gen.CreateBoxFromSnapshotRequestObject) (gen.CreateBoxFromSnapshotResponseObject, error) {
+func (f *Snapshots) CreateBoxFromSnapshot(ctx context.Context, req gen.CreateBoxFromSnapshotRequestObject) (gen.CreateBoxFromSnapshotResponseObject, error) {
 	if req.Body == nil || strings.TrimSpace(req.Body.SnapshotID) == "" {
 		return nil, errdefs.Invalid("snapshot_id is required")
 	}
@@ -324,10 +293,10 @@ func (c *controlPlane) CreateBoxFromSnapshot(ctx context.Context, req gen.Create
 	if err != nil {
 		return nil, err
 	}
-	if err := validateCreate(body); err != nil {
+	if err := f.cfg.ValidateCreate(body); err != nil {
 		return nil, err
 	}
-	sn, err := c.s.db.Snapshot(req.Body.SnapshotID)
+	sn, err := f.db.Snapshot(req.Body.SnapshotID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, errdefs.NotFound("snapshot not found")
 	}
@@ -349,16 +318,16 @@ func (c *controlPlane) CreateBoxFromSnapshot(ctx context.Context, req gen.Create
 	if body.Name != nil {
 		// Checked again, atomically, when the box is stored; this spares
 		// unpacking a whole snapshot for nothing.
-		if _, err := c.s.db.Box(*body.Name); err == nil {
+		if _, err := f.db.Box(*body.Name); err == nil {
 			return nil, errdefs.Conflict("a box named %q already exists", *body.Name)
 		}
 	}
-	b, err := c.create(ctx, body, func(b *store.Box) error { return c.s.restoreSnapshot(ctx, sn, b) })
+	b, err := f.cfg.CreateBox(ctx, body, func(b *store.Box) error { return f.restoreSnapshot(ctx, sn, b) })
 	if err != nil {
 		return nil, err
 	}
-	c.s.core.Logf(b.ID, "info", "system", "box restored from snapshot "+sn.ID)
-	return gen.CreateBoxFromSnapshot200JSONResponse(boxData(b)), nil
+	f.host.Logf(b.ID, "info", "system", "box restored from snapshot "+sn.ID)
+	return gen.CreateBoxFromSnapshot200JSONResponse(wire.BoxData(b)), nil
 }
 
 // createRequestOf is the box-creation part of a from-snapshot body. The
@@ -378,11 +347,11 @@ func createRequestOf(r *gen.CreateBoxFromSnapshotRequest) (*gen.CreateBoxRequest
 
 // restoreSnapshot unpacks snapshot sn into the directories of box b,
 // which exist but hold nothing yet and run nothing.
-func (s *Server) restoreSnapshot(ctx context.Context, sn *store.Snapshot, b *store.Box) error {
+func (f *Snapshots) restoreSnapshot(ctx context.Context, sn *store.Snapshot, b *store.Box) error {
 	if sn.Format != archive.Format {
 		return fmt.Errorf("snapshot %s has an unknown format %q", sn.ID, sn.Format)
 	}
-	f, err := os.Open(s.snapshotPath(sn.ID))
+	af, err := os.Open(f.snapshotPath(sn.ID))
 	if errors.Is(err, fs.ErrNotExist) {
 		// Deleted between the lookup and now.
 		return errdefs.NotFound("snapshot not found")
@@ -390,14 +359,14 @@ func (s *Server) restoreSnapshot(ctx context.Context, sn *store.Snapshot, b *sto
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	t := s.core.Layout(b.ID).Files()
+	defer af.Close()
+	t := f.host.Layout(b.ID).Files()
 	owner, err := boxOwner(t)
 	if err != nil {
 		return err
 	}
 	lim := archive.Limits{Entries: sn.Entries, Bytes: sn.ContentBytes}
-	if _, err := archive.Extract(ctx, bufio.NewReaderSize(f, 1<<20), t.Dir, snapshotTops(t), owner, lim); err != nil {
+	if _, err := archive.Extract(ctx, bufio.NewReaderSize(af, 1<<20), t.Dir, snapshotTops(t), owner, lim); err != nil {
 		return fmt.Errorf("restore snapshot %s: %w", sn.ID, err)
 	}
 	return nil
