@@ -32,7 +32,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/upstash/box-go/local/internal/cgroup"
@@ -40,12 +39,10 @@ import (
 	"github.com/upstash/box-go/local/internal/feature/agentrun"
 	"github.com/upstash/box-go/local/internal/feature/schedules"
 	"github.com/upstash/box-go/local/internal/feature/snapshots"
+	"github.com/upstash/box-go/local/internal/feature/ssh"
 	"github.com/upstash/box-go/local/internal/sandbox"
-	"github.com/upstash/box-go/local/internal/sshguard"
 	"github.com/upstash/box-go/local/internal/store"
 	"github.com/upstash/box-go/local/internal/webhook"
-
-	gssh "github.com/gliderlabs/ssh"
 )
 
 // MountThreadFunction names the function of the one goroutine that boxd
@@ -246,15 +243,8 @@ type Server struct {
 	// from each request's local address; boxes never reach them.
 	ports sync.Map // uint16 → struct{}
 
-	// sshServers are those ServeSSH runs; Close stops them.
-	sshMu      sync.Mutex
-	sshServers []*gssh.Server
-	// sshGuard bounds SSH clients before they authenticate, over all
-	// of ServeSSH's listeners.
-	sshGuard *sshguard.Guard
-	// sshCapLogged is when boxd last said that SSH connections were
-	// closed at a cap (unix seconds).
-	sshCapLogged atomic.Int64
+	// ssh serves ServeSSH's listeners; Close stops them.
+	ssh *ssh.SSH
 
 	closeOnce sync.Once
 }
@@ -288,7 +278,6 @@ func New(cfg Config) (*Server, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.cfg.Config = cfg
-	s.sshGuard = newSSHGuard(cfg, s.log)
 	switch cfg.Isolation {
 	case "", IsolationBwrap:
 		s.cfg.Isolation = sandbox.ModeBwrap
@@ -386,7 +375,15 @@ func New(cfg Config) (*Server, error) {
 	})
 	s.handler = s.withPreviews(s.routes())
 	// The SSH servers that ServeSSH starts later close first.
-	s.onClose(s.closeSSH)
+	s.ssh = ssh.New(ssh.Config{
+		Host:        s.core,
+		DataDir:     cfg.DataDir,
+		APIKey:      cfg.APIKey,
+		Isolation:   s.cfg.Isolation,
+		AgentBinary: exe,
+		Guard:       newSSHGuard(cfg, s.log),
+	})
+	s.onClose(s.ssh.Close)
 	s.core.OnBoxDeleted(s.schedules.ForgetBox)
 	s.core.OnBoxDeleted(s.browsers.recs.forgetBox)
 	// Expired ephemeral boxes go, and keep-alive boxes with an init

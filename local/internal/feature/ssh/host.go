@@ -1,0 +1,41 @@
+// Package ssh is the SSH feature: `ssh <box-id>@<host>` with the API key
+// as the password, a shell, a command, a terminal, signals and the sftp
+// subsystem, each run through the box's exec sessions. It owns the SSH
+// servers, their host key in the data directory, and the admission of
+// their clients (through an sshguard.Guard). It reaches boxes only
+// through its Host.
+package ssh
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/upstash/box-go/local/internal/agent"
+	"github.com/upstash/box-go/local/internal/sandbox"
+	"github.com/upstash/box-go/local/internal/sshguard"
+	"github.com/upstash/box-go/local/internal/store"
+)
+
+// Host is what SSH needs of boxd's core.
+type Host interface {
+	// EnsureRunning starts box b if it is not running and returns the
+	// client of its agent.
+	EnsureRunning(ctx context.Context, b *store.Box) (*agent.Client, error)
+	// Busy marks a box in use until done is called.
+	Busy(id string) (done func())
+	Logger() *slog.Logger
+	Store() *store.Store
+}
+
+// Config configures the feature.
+type Config struct {
+	Host Host
+	// DataDir keeps the host key.
+	DataDir string
+	// APIKey is the password.
+	APIKey      string
+	Isolation   sandbox.Mode
+	AgentBinary string
+	// Guard bounds the clients before they authenticate.
+	Guard *sshguard.Guard
+}
