@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/upstash/box-go/local/internal/agent"
-	"github.com/upstash/box-go/local/internal/store"
 )
 
 // fakeAgent serves h on a unix socket, as a box's agent would be, and
@@ -44,31 +43,6 @@ func answer(status int, body string) http.HandlerFunc {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.WriteHeader(status)
 		_, _ = io.WriteString(w, body)
-	}
-}
-
-// TestAttachmentAgentFailure: an attachment the box's agent could not
-// read because the agent failed (5xx) is the agent's failure, answered
-// 502, not the client's mistake (400), which a file that is not there
-// is.
-func TestAttachmentAgentFailure(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		status int
-		body   string
-		want   int
-	}{
-		{http.StatusInternalServerError, `{"error": "the agent broke"}`, http.StatusBadGateway},
-		{http.StatusBadGateway, ``, http.StatusBadGateway},
-		{http.StatusServiceUnavailable, `busy`, http.StatusBadGateway},
-		{http.StatusNotFound, `{"error": "no such file or directory: /workspace/home/shot.png"}`, http.StatusBadRequest},
-		{http.StatusForbidden, `{"error": "permission denied: /workspace/home/shot.png"}`, http.StatusBadRequest},
-	} {
-		g := &gitBox{b: &store.Box{ID: "box-test"}, rt: fakeAgent(t, "box-test", answer(tc.status, tc.body))}
-		_, err := g.readFile(t.Context(), "/workspace/home/shot.png")
-		if got := statusOf(err); got != tc.want || !strings.Contains(err.Error(), "attachment /workspace/home/shot.png cannot be read") {
-			t.Errorf("agent answered %d %q: %d %v, want %d", tc.status, tc.body, got, err, tc.want)
-		}
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/feature/agentrun"
+	"github.com/upstash/box-go/local/internal/feature/git"
 	"github.com/upstash/box-go/local/internal/feature/schedules"
 	"github.com/upstash/box-go/local/internal/feature/snapshots"
 	"github.com/upstash/box-go/local/internal/store"
@@ -91,7 +92,7 @@ func (s *Server) controlPlaneHandler() http.Handler {
 	base.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not found")
 	})
-	strict := gen.NewStrictHandlerWithOptions(&controlPlane{Runs: s.runs, Schedules: s.schedules, Snapshots: s.snapshots, s: s}, nil, gen.StrictHTTPServerOptions{
+	strict := gen.NewStrictHandlerWithOptions(&controlPlane{Runs: s.runs, Schedules: s.schedules, Snapshots: s.snapshots, Git: s.git, s: s}, nil, gen.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.As(err, new(*http.MaxBytesError)) {
 				writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(s.cfg.MaxBodyBytes, 10)+" bytes")
@@ -184,6 +185,7 @@ type controlPlane struct {
 	*agentrun.Runs
 	*schedules.Schedules
 	*snapshots.Snapshots
+	*git.Git
 	s *Server
 }
 

@@ -56,28 +56,3 @@ func TestEveryKindHasAStatus(t *testing.T) {
 		}
 	}
 }
-
-// TestAgentFailure checks how an agent's refusal reaches the API: a 4xx
-// keeps its meaning, anything else is boxd's own failure.
-func TestAgentFailure(t *testing.T) {
-	t.Parallel()
-	for status, want := range map[int]int{
-		http.StatusBadRequest:            http.StatusBadRequest,
-		http.StatusNotFound:              http.StatusNotFound,
-		http.StatusForbidden:             http.StatusForbidden,
-		http.StatusConflict:              http.StatusConflict,
-		http.StatusRequestEntityTooLarge: http.StatusRequestEntityTooLarge,
-		http.StatusUnprocessableEntity:   http.StatusBadRequest,
-		http.StatusInsufficientStorage:   http.StatusInsufficientStorage,
-		http.StatusInternalServerError:   http.StatusInternalServerError,
-		http.StatusBadGateway:            http.StatusInternalServerError,
-	} {
-		err := agentFailure(status, "the agent said no")
-		if got := statusOf(err); got != want {
-			t.Errorf("agent %d answered %d, want %d", status, got, want)
-		}
-		if err.Error() != "the agent said no" {
-			t.Errorf("agent %d: message %q", status, err)
-		}
-	}
-}

@@ -37,6 +37,7 @@ import (
 	"github.com/upstash/box-go/local/internal/cgroup"
 	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/feature/agentrun"
+	"github.com/upstash/box-go/local/internal/feature/git"
 	"github.com/upstash/box-go/local/internal/feature/schedules"
 	"github.com/upstash/box-go/local/internal/feature/snapshots"
 	"github.com/upstash/box-go/local/internal/feature/ssh"
@@ -223,6 +224,7 @@ type Server struct {
 	images      *images
 	schedules   *schedules.Schedules
 	snapshots   *snapshots.Snapshots
+	git         *git.Git
 	browsers    *browsers
 	agentBinary string
 	// webhooks delivers run webhooks.
@@ -373,6 +375,7 @@ func New(cfg Config) (*Server, error) {
 		ValidateCreate: validateCreate,
 		CreateBox:      (&controlPlane{s: s}).create,
 	})
+	s.git = git.New(git.Config{Host: s.core, GitHubURL: cfg.GitHubURL, GitHubAPIURL: cfg.GitHubAPIURL})
 	s.handler = s.withPreviews(s.routes())
 	// The SSH servers that ServeSSH starts later close first.
 	s.ssh = ssh.New(ssh.Config{

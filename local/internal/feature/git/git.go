@@ -1,4 +1,4 @@
-package local
+package git
 
 // Git on boxd. Every git route runs the real git inside the box, through
 // the agent's process route, in the request's folder; nothing of the
@@ -55,9 +55,9 @@ const (
 // githubURLs returns the configured GitHub web and API base URLs, without
 // a trailing slash. A GitHub Enterprise web URL without an API URL gets
 // the Enterprise API path, {url}/api/v3.
-func (s *Server) githubURLs() (web, api string) {
-	web = strings.TrimRight(s.cfg.GitHubURL, "/")
-	api = strings.TrimRight(s.cfg.GitHubAPIURL, "/")
+func (f *Git) githubURLs() (web, api string) {
+	web = strings.TrimRight(f.cfg.GitHubURL, "/")
+	api = strings.TrimRight(f.cfg.GitHubAPIURL, "/")
 	if web == "" {
 		web = defaultGitHubURL
 	}
@@ -85,8 +85,8 @@ var scpLike = regexp.MustCompile(`^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^/]`)
 // https://host/owner/repo (the configured GitHub's own scheme and port
 // when host is its host); a URL (scheme://..., or git's user@host:path)
 // is used as given.
-func (s *Server) resolveRepo(repo string) (string, error) {
-	web, _ := s.githubURLs()
+func (f *Git) resolveRepo(repo string) (string, error) {
+	web, _ := f.githubURLs()
 	switch {
 	case repo == "":
 		return "", errdefs.Invalid("repo is required")
@@ -146,7 +146,7 @@ func basicAuth(token string) string {
 // gitBox is one git request's box: its record, its running sandbox, the
 // folder git runs in and the token it may use.
 type gitBox struct {
-	s      *Server
+	f      *Git
 	b      *store.Box
 	rt     *agent.Client
 	folder string
@@ -155,19 +155,19 @@ type gitBox struct {
 }
 
 // gitBox finds box id, checks that it may run git, and starts it.
-func (c *controlPlane) gitBox(ctx context.Context, id string, folder *string) (*gitBox, error) {
-	b, err := c.box(id)
+func (f *Git) gitBox(ctx context.Context, id string, folder *string) (*gitBox, error) {
+	b, err := f.host.Box(id)
 	if err != nil {
 		return nil, err
 	}
 	if b.Ephemeral {
 		return nil, errdefs.Invalid("ephemeral boxes have no git: use a box without a TTL")
 	}
-	rt, err := c.s.core.EnsureRunning(ctx, b)
+	rt, err := f.host.EnsureRunning(ctx, b)
 	if err != nil {
 		return nil, err
 	}
-	return &gitBox{s: c.s, b: b, rt: rt, folder: wire.Deref(folder), token: b.GitHubToken, secret: secretsOf(b.GitHubToken)}, nil
+	return &gitBox{f: f, b: b, rt: rt, folder: wire.Deref(folder), token: b.GitHubToken, secret: secretsOf(b.GitHubToken)}, nil
 }
 
 // useToken makes git authenticate with token (a clone's own token).
@@ -231,7 +231,7 @@ func (r gitResult) msg() string {
 // git runs `git args...` in the box's folder. An error means git did not
 // run to its end; a non-zero exit is in the result. Its texts are scrubbed.
 func (g *gitBox) git(ctx context.Context, o gitOpts, args ...string) (gitResult, error) {
-	defer g.s.core.Busy(g.b.ID)()
+	defer g.f.host.Busy(g.b.ID)()
 	var res gitResult
 	env := map[string]string{
 		// Never wait for a password nobody can type.
@@ -240,7 +240,7 @@ func (g *gitBox) git(ctx context.Context, o gitOpts, args ...string) (gitResult,
 		"GIT_PAGER":           "cat",
 	}
 	if o.auth && g.token != "" {
-		web, _ := g.s.githubURLs()
+		web, _ := g.f.githubURLs()
 		env["GIT_CONFIG_COUNT"] = "1"
 		env["GIT_CONFIG_KEY_0"] = "http." + web + "/.extraheader"
 		env["GIT_CONFIG_VALUE_0"] = "Authorization: Basic " + basicAuth(g.token)
@@ -386,12 +386,12 @@ func sameRepo(a, b string) bool {
 // this repository cloned before (by its name or its origin), which is a
 // 409 as on the cloud. With box-go's own directory field, folder is the
 // working directory and directory the destination.
-func (c *controlPlane) GitClone(ctx context.Context, req gen.GitCloneRequestObject) (gen.GitCloneResponseObject, error) {
+func (f *Git) GitClone(ctx context.Context, req gen.GitCloneRequestObject) (gen.GitCloneResponseObject, error) {
 	body := req.Body
 	if body == nil {
 		return nil, errdefs.Invalid("a JSON body with repo is required")
 	}
-	repoURL, err := c.s.resolveRepo(strings.TrimSpace(body.Repo))
+	repoURL, err := f.resolveRepo(strings.TrimSpace(body.Repo))
 	if err != nil {
 		return nil, err
 	}
@@ -418,7 +418,7 @@ func (c *controlPlane) GitClone(ctx context.Context, req gen.GitCloneRequestObje
 	if strings.ContainsAny(folder, "\x00\r\n") {
 		return nil, errdefs.Invalid("folder %q is not valid", folder)
 	}
-	g, err := c.gitBox(ctx, req.ID, body.Folder)
+	g, err := f.gitBox(ctx, req.ID, body.Folder)
 	if err != nil {
 		return nil, err
 	}
@@ -460,16 +460,16 @@ func (c *controlPlane) GitClone(ctx context.Context, req gen.GitCloneRequestObje
 	// The box remembers a clone's token for its later pushes and pull
 	// requests, as if it had been given at create.
 	if token != "" && token != g.b.GitHubToken {
-		if err := c.s.core.UpdateBox(g.b.ID, func(b *store.Box) error { b.GitHubToken = token; return nil }); err != nil {
+		if err := f.host.UpdateBox(g.b.ID, func(b *store.Box) error { b.GitHubToken = token; return nil }); err != nil {
 			return nil, err
 		}
 	}
-	c.s.core.Logf(g.b.ID, "info", "system", "git: cloned "+shown)
+	f.host.Logf(g.b.ID, "info", "system", "git: cloned "+shown)
 	return gen.GitClone200JSONResponse(wire.Message("Repository cloned")), nil
 }
 
-func (c *controlPlane) GitStatus(ctx context.Context, req gen.GitStatusRequestObject) (gen.GitStatusResponseObject, error) {
-	g, err := c.gitBox(ctx, req.ID, req.Params.Folder)
+func (f *Git) GitStatus(ctx context.Context, req gen.GitStatusRequestObject) (gen.GitStatusResponseObject, error) {
+	g, err := f.gitBox(ctx, req.ID, req.Params.Folder)
 	if err != nil {
 		return nil, err
 	}
@@ -494,8 +494,8 @@ const emptyTree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 // GitDiff answers `git diff HEAD`: staged and unstaged changes to tracked
 // files (new files once added). Outside a repository it is empty, like
 // the status.
-func (c *controlPlane) GitDiff(ctx context.Context, req gen.GitDiffRequestObject) (gen.GitDiffResponseObject, error) {
-	g, err := c.gitBox(ctx, req.ID, req.Params.Folder)
+func (f *Git) GitDiff(ctx context.Context, req gen.GitDiffRequestObject) (gen.GitDiffResponseObject, error) {
+	g, err := f.gitBox(ctx, req.ID, req.Params.Folder)
 	if err != nil {
 		return nil, err
 	}
@@ -559,7 +559,7 @@ func (g *gitBox) identity(ctx context.Context, name, email string) (string, stri
 }
 
 // GitCommit stages every change (git add -A) and commits it.
-func (c *controlPlane) GitCommit(ctx context.Context, req gen.GitCommitRequestObject) (gen.GitCommitResponseObject, error) {
+func (f *Git) GitCommit(ctx context.Context, req gen.GitCommitRequestObject) (gen.GitCommitResponseObject, error) {
 	body := req.Body
 	if body == nil || strings.TrimSpace(body.Message) == "" {
 		return nil, errdefs.Invalid("message is required")
@@ -567,7 +567,7 @@ func (c *controlPlane) GitCommit(ctx context.Context, req gen.GitCommitRequestOb
 	if strings.ContainsAny(wire.Deref(body.AuthorName)+wire.Deref(body.AuthorEmail), "\x00\r\n<>") {
 		return nil, errdefs.Invalid("author_name and author_email must be one line without < or >")
 	}
-	g, err := c.gitBox(ctx, req.ID, body.Folder)
+	g, err := f.gitBox(ctx, req.ID, body.Folder)
 	if err != nil {
 		return nil, err
 	}
@@ -621,7 +621,7 @@ func (g *gitBox) currentBranch(ctx context.Context) (string, error) {
 
 // GitPush pushes a branch (the current one by default) to origin and sets
 // it as the branch's upstream: `git push -u origin <branch>`.
-func (c *controlPlane) GitPush(ctx context.Context, req gen.GitPushRequestObject) (gen.GitPushResponseObject, error) {
+func (f *Git) GitPush(ctx context.Context, req gen.GitPushRequestObject) (gen.GitPushResponseObject, error) {
 	var branch string
 	var folder *string
 	if req.Body != nil {
@@ -630,7 +630,7 @@ func (c *controlPlane) GitPush(ctx context.Context, req gen.GitPushRequestObject
 	if err := checkArg("branch", branch); err != nil {
 		return nil, err
 	}
-	g, err := c.gitBox(ctx, req.ID, folder)
+	g, err := f.gitBox(ctx, req.ID, folder)
 	if err != nil {
 		return nil, err
 	}
@@ -655,7 +655,7 @@ func (c *controlPlane) GitPush(ctx context.Context, req gen.GitPushRequestObject
 		}
 		return nil, errdefs.Invalid("git push origin %s failed: %s%s", branch, msg, authHint(msg))
 	}
-	c.s.core.Logf(g.b.ID, "info", "system", "git: pushed "+branch)
+	f.host.Logf(g.b.ID, "info", "system", "git: pushed "+branch)
 	return gen.GitPush200JSONResponse(wire.Message("Pushed " + branch)), nil
 }
 
@@ -664,7 +664,7 @@ func (c *controlPlane) GitPush(ctx context.Context, req gen.GitPushRequestObject
 // switch's guess); any other name creates a new branch at HEAD. Local
 // changes are carried along when git can; when they would be lost the
 // answer is 409 and nothing changes.
-func (c *controlPlane) GitCheckout(ctx context.Context, req gen.GitCheckoutRequestObject) (gen.GitCheckoutResponseObject, error) {
+func (f *Git) GitCheckout(ctx context.Context, req gen.GitCheckoutRequestObject) (gen.GitCheckoutResponseObject, error) {
 	if req.Body == nil || strings.TrimSpace(req.Body.Branch) == "" {
 		return nil, errdefs.Invalid("branch is required")
 	}
@@ -672,7 +672,7 @@ func (c *controlPlane) GitCheckout(ctx context.Context, req gen.GitCheckoutReque
 	if err := checkArg("branch", branch); err != nil {
 		return nil, err
 	}
-	g, err := c.gitBox(ctx, req.ID, req.Body.Folder)
+	g, err := f.gitBox(ctx, req.ID, req.Body.Folder)
 	if err != nil {
 		return nil, err
 	}
@@ -695,11 +695,11 @@ func (c *controlPlane) GitCheckout(ctx context.Context, req gen.GitCheckoutReque
 // GitExec runs `git args...` and answers its merged output and exit code,
 // 200 whatever the exit code. It has the token, so that fetch, pull and
 // ls-remote reach private repositories.
-func (c *controlPlane) GitExec(ctx context.Context, req gen.GitExecRequestObject) (gen.GitExecResponseObject, error) {
+func (f *Git) GitExec(ctx context.Context, req gen.GitExecRequestObject) (gen.GitExecResponseObject, error) {
 	if req.Body == nil || len(req.Body.Args) == 0 {
 		return nil, errdefs.Invalid("args is required: git's arguments, without the leading git")
 	}
-	g, err := c.gitBox(ctx, req.ID, req.Body.Folder)
+	g, err := f.gitBox(ctx, req.ID, req.Body.Folder)
 	if err != nil {
 		return nil, err
 	}
@@ -712,8 +712,8 @@ func (c *controlPlane) GitExec(ctx context.Context, req gen.GitExecRequestObject
 
 // UpdateGitConfig sets the box-wide identity at PUT …/config/git, the path
 // today's cloud and the newest official SDKs use.
-func (c *controlPlane) UpdateGitConfig(ctx context.Context, req gen.UpdateGitConfigRequestObject) (gen.UpdateGitConfigResponseObject, error) {
-	out, err := c.updateGitConfig(ctx, req.ID, req.Body)
+func (f *Git) UpdateGitConfig(ctx context.Context, req gen.UpdateGitConfigRequestObject) (gen.UpdateGitConfigResponseObject, error) {
+	out, err := f.updateGitConfig(ctx, req.ID, req.Body)
 	if err != nil {
 		return nil, err
 	}
@@ -722,8 +722,8 @@ func (c *controlPlane) UpdateGitConfig(ctx context.Context, req gen.UpdateGitCon
 
 // UpdateGitConfigLegacy is the same operation at PUT …/git-config, the
 // path the official SDK 0.5.5 calls.
-func (c *controlPlane) UpdateGitConfigLegacy(ctx context.Context, req gen.UpdateGitConfigLegacyRequestObject) (gen.UpdateGitConfigLegacyResponseObject, error) {
-	out, err := c.updateGitConfig(ctx, req.ID, req.Body)
+func (f *Git) UpdateGitConfigLegacy(ctx context.Context, req gen.UpdateGitConfigLegacyRequestObject) (gen.UpdateGitConfigLegacyResponseObject, error) {
+	out, err := f.updateGitConfig(ctx, req.ID, req.Body)
 	if err != nil {
 		return nil, err
 	}
@@ -733,7 +733,7 @@ func (c *controlPlane) UpdateGitConfigLegacy(ctx context.Context, req gen.Update
 // updateGitConfig sets the box-wide identity: on the box's record (which
 // commits use) and in the box user's global git configuration (which git
 // run any other way uses). Empty or omitted fields stay unchanged.
-func (c *controlPlane) updateGitConfig(ctx context.Context, id string, body *gen.GitConfig) (gen.GitConfig, error) {
+func (f *Git) updateGitConfig(ctx context.Context, id string, body *gen.GitConfig) (gen.GitConfig, error) {
 	var name, email string
 	if body != nil {
 		name, email = wire.Deref(body.GitUserName), wire.Deref(body.GitUserEmail)
@@ -744,7 +744,7 @@ func (c *controlPlane) updateGitConfig(ctx context.Context, id string, body *gen
 	if strings.ContainsAny(name+email, "\x00\r\n") {
 		return gen.GitConfig{}, errdefs.Invalid("git_user_name and git_user_email must be one line")
 	}
-	g, err := c.gitBox(ctx, id, nil)
+	g, err := f.gitBox(ctx, id, nil)
 	if err != nil {
 		return gen.GitConfig{}, err
 	}
@@ -761,7 +761,7 @@ func (c *controlPlane) updateGitConfig(ctx context.Context, id string, body *gen
 		}
 	}
 	var out store.Box
-	err = c.s.core.UpdateBox(g.b.ID, func(b *store.Box) error {
+	err = f.host.UpdateBox(g.b.ID, func(b *store.Box) error {
 		if name != "" {
 			b.GitUserName = name
 		}

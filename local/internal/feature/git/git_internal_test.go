@@ -1,18 +1,20 @@
-package local
+package git
 
 import (
 	"encoding/base64"
-	"net/http"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/upstash/box-go/local/internal/errdefs"
 )
 
 func TestResolveRepo(t *testing.T) {
-	gh := &Server{}
-	ghe := &Server{}
+	gh := &Git{}
+	ghe := &Git{}
 	ghe.cfg.GitHubURL = "http://host.boxd.internal:8080/"
 	for _, tc := range []struct {
-		s          *Server
+		s          *Git
 		repo, want string
 	}{
 		{gh, "octo/hello", "https://github.com/octo/hello"},
@@ -33,8 +35,8 @@ func TestResolveRepo(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "hello", "-u/x", "--upload-pack=x", "a b/c", "ext::sh -c x", "octo/hello/extra", "a/b/c/d"} {
-		if got, err := gh.resolveRepo(bad); err == nil || statusOf(err) != http.StatusBadRequest {
-			t.Errorf("resolveRepo(%q) = %q, %v; want a 400", bad, got, err)
+		if got, err := gh.resolveRepo(bad); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("resolveRepo(%q) = %q, %v; want an invalid argument", bad, got, err)
 		}
 	}
 }
@@ -46,7 +48,7 @@ func TestGitHubURLs(t *testing.T) {
 		{"https://ghe.example.com", "", "https://ghe.example.com", "https://ghe.example.com/api/v3"},
 		{"http://h:1", "http://127.0.0.1:2/", "http://h:1", "http://127.0.0.1:2"},
 	} {
-		s := &Server{}
+		s := &Git{}
 		s.cfg.GitHubURL, s.cfg.GitHubAPIURL = tc.web, tc.api
 		if web, api := s.githubURLs(); web != tc.wantWeb || api != tc.wantAPI {
 			t.Errorf("githubURLs(%q, %q) = %q, %q", tc.web, tc.api, web, api)

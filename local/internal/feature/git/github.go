@@ -1,4 +1,4 @@
-package local
+package git
 
 // Pull requests and issues on boxd: boxd calls the GitHub REST API itself
 // (Config.GitHubAPIURL) with the box's token, for the repository that the
@@ -194,7 +194,7 @@ func (g *gitBox) github(ctx context.Context, what string) (*ghClient, repoRef, f
 	}
 	remote := strings.TrimSpace(r.out)
 	host, repo, ok := parseRemote(remote)
-	web, api := g.s.githubURLs()
+	web, api := g.f.githubURLs()
 	wu, _ := url.Parse(web)
 	if !ok || wu == nil || !strings.EqualFold(host, wu.Hostname()) {
 		return nil, repo, nil, errdefs.Invalid("creating %s: origin (%s) is not a repository on %s", what, g.secret.scrub(remote), web)
@@ -464,13 +464,13 @@ func warning(problems []string) *string {
 // base, or the repository's default branch.
 // When one is already open for the branch, that one is answered, with a
 // warning.
-func (c *controlPlane) GitCreatePR(ctx context.Context, req gen.GitCreatePRRequestObject) (gen.GitCreatePRResponseObject, error) {
+func (f *Git) GitCreatePR(ctx context.Context, req gen.GitCreatePRRequestObject) (gen.GitCreatePRResponseObject, error) {
 	body := req.Body
 	if body == nil || strings.TrimSpace(body.Title) == "" {
 		return nil, errdefs.Invalid("title is required")
 	}
 	base := wire.Deref(body.Base)
-	g, err := c.gitBox(ctx, req.ID, body.Folder)
+	g, err := f.gitBox(ctx, req.ID, body.Folder)
 	if err != nil {
 		return nil, err
 	}
@@ -528,17 +528,17 @@ func (c *controlPlane) GitCreatePR(ctx context.Context, req gen.GitCreatePRReque
 	if pr.Base.Ref != "" {
 		base = pr.Base.Ref
 	}
-	c.s.core.Logf(g.b.ID, "info", "system", "git: pull request "+pr.HTMLURL)
+	f.host.Logf(g.b.ID, "info", "system", "git: pull request "+pr.HTMLURL)
 	return gen.GitCreatePR200JSONResponse{URL: pr.HTMLURL, Number: pr.Number, Title: pr.Title, Base: base, Warning: warning(problems)}, nil
 }
 
 // GitCreateIssue opens an issue on the repository of the folder's origin.
-func (c *controlPlane) GitCreateIssue(ctx context.Context, req gen.GitCreateIssueRequestObject) (gen.GitCreateIssueResponseObject, error) {
+func (f *Git) GitCreateIssue(ctx context.Context, req gen.GitCreateIssueRequestObject) (gen.GitCreateIssueResponseObject, error) {
 	body := req.Body
 	if body == nil || strings.TrimSpace(body.Title) == "" {
 		return nil, errdefs.Invalid("title is required")
 	}
-	g, err := c.gitBox(ctx, req.ID, body.Folder)
+	g, err := f.gitBox(ctx, req.ID, body.Folder)
 	if err != nil {
 		return nil, err
 	}
@@ -557,6 +557,6 @@ func (c *controlPlane) GitCreateIssue(ctx context.Context, req gen.GitCreateIssu
 	if err := gh.do(ctx, http.MethodPost, repo.path()+"/issues", map[string]string{"title": body.Title, "body": text}, &is); err != nil {
 		return nil, apiErr(err, "")
 	}
-	c.s.core.Logf(g.b.ID, "info", "system", "git: issue "+is.HTMLURL)
+	f.host.Logf(g.b.ID, "info", "system", "git: issue "+is.HTMLURL)
 	return gen.GitCreateIssue200JSONResponse{URL: is.HTMLURL, Number: is.Number, Title: is.Title, Warning: warning(problems)}, nil
 }
