@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/upstash/box-go/gen"
+	"github.com/upstash/box-go/local/internal/api"
 	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/feature/agentrun"
@@ -90,18 +91,18 @@ func (s *Server) guard(a access, next http.HandlerFunc) http.Handler {
 func (s *Server) controlPlaneHandler() http.Handler {
 	base := http.NewServeMux()
 	base.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not found")
+		api.WriteError(w, http.StatusNotFound, "not found")
 	})
 	strict := gen.NewStrictHandlerWithOptions(&controlPlane{Runs: s.runs, Schedules: s.schedules, Snapshots: s.snapshots, Git: s.git, s: s}, nil, gen.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.As(err, new(*http.MaxBytesError)) {
-				writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(s.cfg.MaxBodyBytes, 10)+" bytes")
+				api.WriteError(w, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(s.cfg.MaxBodyBytes, 10)+" bytes")
 				return
 			}
-			writeError(w, http.StatusBadRequest, err.Error())
+			api.WriteError(w, http.StatusBadRequest, err.Error())
 		},
 		ResponseErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
-			status := statusOf(err)
+			status := api.Status(err)
 			if status >= 500 {
 				s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 			}
@@ -109,72 +110,27 @@ func (s *Server) controlPlaneHandler() http.Handler {
 			if status == http.StatusInsufficientStorage && errdefs.Of(err) == nil {
 				msg = "boxd's data directory is full: " + msg
 			}
-			writeError(w, status, msg)
+			api.WriteError(w, status, msg)
 		},
 	})
-	api := gen.HandlerWithOptions(strict, gen.StdHTTPServerOptions{
+	ops := gen.HandlerWithOptions(strict, gen.StdHTTPServerOptions{
 		BaseRouter: base,
 		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
-			writeError(w, http.StatusBadRequest, err.Error())
+			api.WriteError(w, http.StatusBadRequest, err.Error())
 		},
 	})
 	limit := s.cfg.MaxBodyBytes
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > limit {
-			writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(limit, 10)+" bytes")
+			api.WriteError(w, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(limit, 10)+" bytes")
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		if !refuseNullIDs(w, r) {
 			return
 		}
-		api.ServeHTTP(w, r)
+		ops.ServeHTTP(w, r)
 	})
-}
-
-// statuses is where the kinds of domain errors (errdefs) become HTTP
-// statuses: the one place in boxd's control plane that chooses a status
-// for an error.
-var statuses = map[error]int{
-	errdefs.ErrInvalidArgument:   http.StatusBadRequest,
-	errdefs.ErrNotFound:          http.StatusNotFound,
-	errdefs.ErrPermission:        http.StatusForbidden,
-	errdefs.ErrConflict:          http.StatusConflict,
-	errdefs.ErrTooLarge:          http.StatusRequestEntityTooLarge,
-	errdefs.ErrNotImplemented:    http.StatusNotImplemented,
-	errdefs.ErrMissingDependency: http.StatusFailedDependency,
-	errdefs.ErrUpstream:          http.StatusBadGateway,
-	errdefs.ErrUpstreamTimeout:   http.StatusGatewayTimeout,
-	errdefs.ErrUnavailable:       http.StatusServiceUnavailable,
-	errdefs.ErrNoSpace:           http.StatusInsufficientStorage,
-}
-
-// statusOf is the HTTP status an operation's error is answered with.
-func statusOf(err error) int {
-	if kind := errdefs.Of(err); kind != nil {
-		if status, ok := statuses[kind]; ok {
-			return status
-		}
-	}
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return http.StatusNotFound
-	case errors.Is(err, store.ErrNameTaken):
-		return http.StatusConflict
-	case core.DiskFull(err):
-		return http.StatusInsufficientStorage
-	}
-	return http.StatusInternalServerError
-}
-
-// storeError answers a failed record lookup.
-func (s *Server) storeError(w http.ResponseWriter, err error) {
-	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusNotFound, "box not found")
-		return
-	}
-	s.log.Error("store", "err", err)
-	writeError(w, http.StatusInternalServerError, "internal error")
 }
 
 // controlPlane implements the operations boxd answers itself, and, through
@@ -405,7 +361,7 @@ func (c *controlPlane) DeleteBoxes(ctx context.Context, req gen.DeleteBoxesReque
 		}
 		b, err := c.box(id)
 		if err != nil {
-			if statusOf(err) == http.StatusNotFound {
+			if api.Status(err) == http.StatusNotFound {
 				return nil, errdefs.NotFound("box not found: %s", id)
 			}
 			return nil, err
@@ -522,7 +478,7 @@ func refuseNullIDs(w http.ResponseWriter, r *http.Request) bool {
 	raw, err := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(raw))
 	if errors.As(err, new(*http.MaxBytesError)) {
-		writeError(w, http.StatusRequestEntityTooLarge, err.Error())
+		api.WriteError(w, http.StatusRequestEntityTooLarge, err.Error())
 		return false
 	}
 	if err != nil {
@@ -531,7 +487,7 @@ func refuseNullIDs(w http.ResponseWriter, r *http.Request) bool {
 	var body map[string]json.RawMessage
 	if json.Unmarshal(raw, &body) == nil {
 		if v, ok := body["ids"]; ok && bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-			writeError(w, http.StatusBadRequest, "ids must be a list of snapshot ids; leave it out (or use all=true) to delete every snapshot")
+			api.WriteError(w, http.StatusBadRequest, "ids must be a list of snapshot ids; leave it out (or use all=true) to delete every snapshot")
 			return false
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/upstash/box-go/local/internal/agent"
+	"github.com/upstash/box-go/local/internal/api"
 	"github.com/upstash/box-go/local/internal/browser"
 	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/egress"
@@ -488,20 +489,20 @@ func refuseToken(w http.ResponseWriter, r *http.Request, msg string) {
 		}
 		return
 	}
-	writeError(w, http.StatusUnauthorized, msg)
+	api.WriteError(w, http.StatusUnauthorized, msg)
 }
 
 // running returns the box of a token URL with its browser running.
 func (bs *browsers) running(w http.ResponseWriter, r *http.Request, id string) (*boxBrowser, *browser.Controller, bool) {
 	b, err := bs.s.db.Box(id)
 	if err != nil {
-		writeError(w, http.StatusNotFound, "box not found")
+		api.WriteError(w, http.StatusNotFound, "box not found")
 		return nil, nil, false
 	}
 	bb, ctl, err := bs.ensure(r.Context(), b)
 	if err != nil {
 		if r.Context().Err() == nil {
-			writeError(w, statusOf(err), err.Error())
+			api.WriteError(w, api.Status(err), err.Error())
 		}
 		return nil, nil, false
 	}
@@ -529,7 +530,7 @@ func (bs *browsers) serveCDP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
-		writeError(w, http.StatusNotFound, "the CDP URL serves the DevTools WebSocket and /json/version only")
+		api.WriteError(w, http.StatusNotFound, "the CDP URL serves the DevTools WebSocket and /json/version only")
 		return
 	}
 	target, page := path, ""

@@ -7,6 +7,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/upstash/box-go/local/internal/api"
 	"github.com/upstash/box-go/local/internal/browser"
 )
 
@@ -21,7 +22,7 @@ const cdpSniff = 64 << 10
 func relayCDP(ctx context.Context, w http.ResponseWriter, r *http.Request, dialBrowser func(context.Context) (*websocket.Conn, error), watch *browser.ClientWatch) {
 	up, err := dialBrowser(ctx)
 	if err != nil {
-		writeError(w, http.StatusBadGateway, "the box's browser is unreachable: "+err.Error())
+		api.WriteError(w, http.StatusBadGateway, "the box's browser is unreachable: "+err.Error())
 		return
 	}
 	defer up.CloseNow()

@@ -21,6 +21,7 @@ import (
 
 	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/agent"
+	"github.com/upstash/box-go/local/internal/api"
 	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/egress"
 	"github.com/upstash/box-go/local/internal/errdefs"
@@ -332,10 +333,10 @@ func (pv *previews) serve(w http.ResponseWriter, r *http.Request, id string, por
 	p, err := pv.s.db.Preview(id, port)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			writeError(w, http.StatusNotFound, fmt.Sprintf("no public URL for port %d of box %s", port, id))
+			api.WriteError(w, http.StatusNotFound, fmt.Sprintf("no public URL for port %d of box %s", port, id))
 			return
 		}
-		pv.s.storeError(w, err)
+		api.StoreError(pv.s.log, w, err)
 		return
 	}
 	if !authorized(p, r) {
@@ -345,21 +346,21 @@ func (pv *previews) serve(w http.ResponseWriter, r *http.Request, id string, por
 		if p.Username != "" {
 			w.Header().Add("WWW-Authenticate", `Basic realm="box public URL", charset="UTF-8"`)
 		}
-		writeError(w, http.StatusUnauthorized, "unauthorized")
+		api.WriteError(w, http.StatusUnauthorized, "unauthorized")
 		return
 	}
 	b, err := pv.s.db.Box(id)
 	if err != nil {
-		pv.s.storeError(w, err)
+		api.StoreError(pv.s.log, w, err)
 		return
 	}
 	if _, err := pv.s.core.EnsureRunning(r.Context(), b); err != nil {
 		switch {
 		case errors.Is(err, core.ErrBoxNotFound):
-			writeError(w, http.StatusNotFound, "box not found")
+			api.WriteError(w, http.StatusNotFound, "box not found")
 		case r.Context().Err() != nil:
 		default:
-			writeError(w, http.StatusServiceUnavailable, err.Error())
+			api.WriteError(w, http.StatusServiceUnavailable, err.Error())
 		}
 		return
 	}
@@ -392,15 +393,15 @@ func (pv *previews) serve(w http.ResponseWriter, r *http.Request, id string, por
 			switch {
 			case r.Context().Err() != nil:
 			case errors.Is(err, errPreviewGone):
-				writeError(w, http.StatusNotFound, fmt.Sprintf("no public URL for port %d of box %s", port, id))
-			case statusOf(err) == http.StatusNotFound:
-				writeError(w, http.StatusNotFound, "box not found") // deleted since it was found
+				api.WriteError(w, http.StatusNotFound, fmt.Sprintf("no public URL for port %d of box %s", port, id))
+			case api.Status(err) == http.StatusNotFound:
+				api.WriteError(w, http.StatusNotFound, "box not found") // deleted since it was found
 			case errors.Is(err, errNotListening):
 				unavailable(w, r, fmt.Sprintf("nothing listened on port %d of box %s within %s; try again", port, id, held))
 			case errors.As(err, &ae):
-				writeError(w, http.StatusBadGateway, ae.Message)
+				api.WriteError(w, http.StatusBadGateway, ae.Message)
 			default:
-				writeError(w, http.StatusBadGateway, fmt.Sprintf("port %d of box %s is unreachable: %v", port, id, err))
+				api.WriteError(w, http.StatusBadGateway, fmt.Sprintf("port %d of box %s is unreachable: %v", port, id, err))
 			}
 		},
 	}
@@ -413,7 +414,7 @@ func unavailable(w http.ResponseWriter, r *http.Request, msg string) {
 	w.Header().Set("Retry-After", publicURLRetryAfter)
 	w.Header().Set("Cache-Control", "no-store")
 	if !strings.Contains(r.Header.Get("Accept"), "text/html") {
-		writeError(w, http.StatusServiceUnavailable, msg)
+		api.WriteError(w, http.StatusServiceUnavailable, msg)
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")

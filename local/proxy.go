@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/upstash/box-go/gen"
+	"github.com/upstash/box-go/local/internal/api"
 	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/store"
 )
@@ -122,7 +123,7 @@ const (
 func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 	b, err := s.db.Box(r.PathValue("id"))
 	if err != nil {
-		s.storeError(w, err)
+		api.StoreError(s.log, w, err)
 		return
 	}
 	limit := s.cfg.MaxBodyBytes
@@ -130,7 +131,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 		limit = s.cfg.MaxUploadBytes
 	}
 	if r.ContentLength > limit {
-		writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(limit, 10)+" bytes")
+		api.WriteError(w, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(limit, 10)+" bytes")
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
@@ -140,10 +141,10 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 	if strings.HasSuffix(r.Pattern, "/exec") || strings.HasSuffix(r.Pattern, "/code") || streaming {
 		if rec, err = newExecRecord(r); err != nil {
 			if errors.As(err, new(*http.MaxBytesError)) {
-				writeError(w, http.StatusRequestEntityTooLarge, err.Error())
+				api.WriteError(w, http.StatusRequestEntityTooLarge, err.Error())
 				return
 			}
-			writeError(w, http.StatusBadRequest, "cannot read request body: "+err.Error())
+			api.WriteError(w, http.StatusBadRequest, "cannot read request body: "+err.Error())
 			return
 		}
 	}
@@ -151,13 +152,13 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 	rt, err := s.core.EnsureRunning(r.Context(), b)
 	if err != nil {
 		if errors.Is(err, core.ErrBoxNotFound) {
-			writeError(w, http.StatusNotFound, "box not found")
+			api.WriteError(w, http.StatusNotFound, "box not found")
 			return
 		}
 		if r.Context().Err() != nil {
 			return
 		}
-		writeError(w, http.StatusServiceUnavailable, err.Error())
+		api.WriteError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
 	defer s.core.Busy(b.ID)()
@@ -174,19 +175,19 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.As(err, new(*http.MaxBytesError)) {
-				writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(limit, 10)+" bytes")
+				api.WriteError(w, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(limit, 10)+" bytes")
 				return
 			}
 			if r.Context().Err() != nil {
 				return
 			}
-			if statusOf(err) == http.StatusNotFound {
+			if api.Status(err) == http.StatusNotFound {
 				// The box was deleted since it was found.
-				writeError(w, http.StatusNotFound, "box not found")
+				api.WriteError(w, http.StatusNotFound, "box not found")
 				return
 			}
 			s.log.Warn("box agent unreachable", "box", b.ID, "err", err)
-			writeError(w, http.StatusBadGateway, "box agent unreachable: "+err.Error())
+			api.WriteError(w, http.StatusBadGateway, "box agent unreachable: "+err.Error())
 		},
 	}
 	if rec != nil {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/upstash/box-go/gen"
+	"github.com/upstash/box-go/local/internal/api"
 	"github.com/upstash/box-go/local/internal/browser"
 	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/errdefs"
@@ -600,27 +601,27 @@ func (c *controlPlane) GetBrowserRecordingPlaylist(ctx context.Context, req gen.
 func (rs *recordings) serveSegment(w http.ResponseWriter, r *http.Request) {
 	id, rid, name := r.PathValue("id"), r.PathValue("rid"), r.PathValue("name")
 	if !segmentName.MatchString(name) {
-		writeError(w, http.StatusNotFound, "no such segment")
+		api.WriteError(w, http.StatusNotFound, "no such segment")
 		return
 	}
 	b, err := rs.bs.s.db.Box(id)
 	if err != nil {
-		rs.bs.s.storeError(w, err)
+		api.StoreError(rs.bs.s.log, w, err)
 		return
 	}
 	if _, err := rs.view(b.ID, rid); err != nil {
-		writeError(w, statusOf(err), err.Error())
+		api.WriteError(w, api.Status(err), err.Error())
 		return
 	}
 	f, err := os.Open(filepath.Join(rs.dir(b.ID, rid), name))
 	if err != nil {
-		writeError(w, http.StatusNotFound, "no such segment")
+		api.WriteError(w, http.StatusNotFound, "no such segment")
 		return
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
+		api.WriteError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
 	w.Header().Set("Content-Type", "video/mp2t")

@@ -20,7 +20,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,6 +33,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/upstash/box-go/local/internal/api"
 	"github.com/upstash/box-go/local/internal/cgroup"
 	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/feature/agentrun"
@@ -509,7 +509,7 @@ func (s *Server) onClose(close func()) {
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.carriesKey(r, false) {
-			writeError(w, http.StatusUnauthorized, "unauthorized")
+			api.WriteError(w, http.StatusUnauthorized, "unauthorized")
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -546,13 +546,6 @@ func bearerToken(h string) (string, bool) {
 	}
 	tok = strings.TrimSpace(tok)
 	return tok, tok != ""
-}
-
-// writeError writes the API's error body.
-func writeError(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
 }
 
 // CheckIsolation reports whether bubblewrap sandboxes can be started on

@@ -23,6 +23,9 @@ var (
 	ErrInvalidArgument = errors.New("invalid argument")
 	// ErrNotFound is a record or resource that does not exist.
 	ErrNotFound = errors.New("not found")
+	// ErrUnauthenticated is a request without the credentials it needs:
+	// no API key, or a token that is wrong or has expired.
+	ErrUnauthenticated = errors.New("unauthenticated")
 	// ErrPermission is a request the caller may not make.
 	ErrPermission = errors.New("permission denied")
 	// ErrConflict is a request that the resource's present state refuses:
@@ -79,6 +82,11 @@ func Invalid(format string, args ...any) error { return New(ErrInvalidArgument, 
 
 // NotFound returns an error of kind ErrNotFound.
 func NotFound(format string, args ...any) error { return New(ErrNotFound, format, args...) }
+
+// Unauthenticated returns an error of kind ErrUnauthenticated.
+func Unauthenticated(format string, args ...any) error {
+	return New(ErrUnauthenticated, format, args...)
+}
 
 // Permission returns an error of kind ErrPermission.
 func Permission(format string, args ...any) error { return New(ErrPermission, format, args...) }

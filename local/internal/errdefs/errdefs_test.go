@@ -11,6 +11,7 @@ func TestKinds(t *testing.T) {
 	makers := map[error]func(string, ...any) error{
 		ErrInvalidArgument:   Invalid,
 		ErrNotFound:          NotFound,
+		ErrUnauthenticated:   Unauthenticated,
 		ErrPermission:        Permission,
 		ErrConflict:          Conflict,
 		ErrTooLarge:          TooLarge,

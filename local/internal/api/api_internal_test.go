@@ -1,4 +1,4 @@
-package local
+package api
 
 import (
 	"errors"
@@ -21,6 +21,7 @@ func TestStatusOf(t *testing.T) {
 	}{
 		{errdefs.Invalid("bad"), http.StatusBadRequest},
 		{errdefs.NotFound("none"), http.StatusNotFound},
+		{errdefs.Unauthenticated("no key"), http.StatusUnauthorized},
 		{errdefs.Permission("no"), http.StatusForbidden},
 		{errdefs.Conflict("taken"), http.StatusConflict},
 		{errdefs.TooLarge("big"), http.StatusRequestEntityTooLarge},
@@ -36,8 +37,8 @@ func TestStatusOf(t *testing.T) {
 		{store.ErrNameTaken, http.StatusConflict},
 		{errors.New("disk on fire"), http.StatusInternalServerError},
 	} {
-		if got := statusOf(tc.err); got != tc.want {
-			t.Errorf("statusOf(%v) = %d, want %d", tc.err, got, tc.want)
+		if got := Status(tc.err); got != tc.want {
+			t.Errorf("Status(%v) = %d, want %d", tc.err, got, tc.want)
 		}
 	}
 }
@@ -47,7 +48,7 @@ func TestStatusOf(t *testing.T) {
 func TestEveryKindHasAStatus(t *testing.T) {
 	t.Parallel()
 	for _, kind := range []error{
-		errdefs.ErrInvalidArgument, errdefs.ErrNotFound, errdefs.ErrPermission, errdefs.ErrConflict,
+		errdefs.ErrInvalidArgument, errdefs.ErrNotFound, errdefs.ErrUnauthenticated, errdefs.ErrPermission, errdefs.ErrConflict,
 		errdefs.ErrTooLarge, errdefs.ErrNotImplemented, errdefs.ErrMissingDependency, errdefs.ErrUpstream,
 		errdefs.ErrUpstreamTimeout, errdefs.ErrUnavailable, errdefs.ErrNoSpace,
 	} {
