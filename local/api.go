@@ -19,7 +19,9 @@ import (
 	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/feature/agentrun"
+	"github.com/upstash/box-go/local/internal/feature/browsers"
 	"github.com/upstash/box-go/local/internal/feature/git"
+	"github.com/upstash/box-go/local/internal/feature/previews"
 	"github.com/upstash/box-go/local/internal/feature/schedules"
 	"github.com/upstash/box-go/local/internal/feature/snapshots"
 	"github.com/upstash/box-go/local/internal/store"
@@ -53,10 +55,10 @@ type route struct {
 func (s *Server) routeTable() []route {
 	bs := s.browsers
 	table := []route{
-		{"GET /v2/box/{id}/browser/cdp/{rest...}", byCDPToken, bs.serveCDP},
-		{"GET /v2/box/{id}/browser/live", byLiveToken, bs.serveLive},
-		{"GET /v2/box/{id}/browser/live/ws", byLiveToken, bs.serveLiveWS},
-		{"GET /v2/box/{id}/browser/recordings/{rid}/segments/{name}", byAPIKey, bs.recs.serveSegment},
+		{"GET /v2/box/{id}/browser/cdp/{rest...}", byCDPToken, bs.ServeCDP},
+		{"GET /v2/box/{id}/browser/live", byLiveToken, bs.ServeLive},
+		{"GET /v2/box/{id}/browser/live/ws", byLiveToken, bs.ServeLiveWS},
+		{"GET /v2/box/{id}/browser/recordings/{rid}/segments/{name}", byAPIKey, bs.ServeSegment},
 	}
 	// The data plane goes to the box's agent as it is.
 	for _, p := range dataPlane {
@@ -79,9 +81,9 @@ func (s *Server) routes() http.Handler {
 func (s *Server) guard(a access, next http.HandlerFunc) http.Handler {
 	switch a {
 	case byCDPToken:
-		return s.browsers.tokenGuard("cdp", "the CDP URL's token is invalid or has expired; get a new URL", next)
+		return s.browsers.TokenGuard("cdp", "the CDP URL's token is invalid or has expired; get a new URL", next)
 	case byLiveToken:
-		return s.browsers.tokenGuard("live", "the live view URL's token is invalid or has expired; get a new URL", next)
+		return s.browsers.TokenGuard("live", "the live view URL's token is invalid or has expired; get a new URL", next)
 	}
 	return s.authenticate(next)
 }
@@ -93,7 +95,7 @@ func (s *Server) controlPlaneHandler() http.Handler {
 	base.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, http.StatusNotFound, "not found")
 	})
-	strict := gen.NewStrictHandlerWithOptions(&controlPlane{Runs: s.runs, Schedules: s.schedules, Snapshots: s.snapshots, Git: s.git, s: s}, nil, gen.StrictHTTPServerOptions{
+	strict := gen.NewStrictHandlerWithOptions(&controlPlane{Runs: s.runs, Schedules: s.schedules, Snapshots: s.snapshots, Git: s.git, Browsers: s.browsers, Previews: s.previews, s: s}, nil, gen.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.As(err, new(*http.MaxBytesError)) {
 				api.WriteError(w, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(s.cfg.MaxBodyBytes, 10)+" bytes")
@@ -142,6 +144,8 @@ type controlPlane struct {
 	*schedules.Schedules
 	*snapshots.Snapshots
 	*git.Git
+	*browsers.Browsers
+	*previews.Previews
 	s *Server
 }
 

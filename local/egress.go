@@ -13,6 +13,7 @@ import (
 	"github.com/upstash/box-go/local/internal/agent"
 	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/egress"
+	"github.com/upstash/box-go/local/internal/feature/previews"
 	"github.com/upstash/box-go/local/internal/sandbox"
 	"github.com/upstash/box-go/local/internal/store"
 )
@@ -28,10 +29,12 @@ import (
 // relay. The proxy reads the box's network policy and attach_headers from
 // the store for every connection, so a policy update applies at once.
 type network struct {
-	s        *Server
-	ca       *egress.CA
-	proxy    *egress.Proxy
-	previews *previews
+	s     *Server
+	ca    *egress.CA
+	proxy *egress.Proxy
+	// previews are the public URLs, whose connections go with a box's
+	// networking; New sets them once the core they need exists.
+	previews *previews.Previews
 
 	deniedMu sync.Mutex
 	denied   map[string]time.Time // box id + host → last logged
@@ -60,10 +63,6 @@ func newNetwork(s *Server) (*network, error) {
 		HostLoopback: s.cfg.AllowHostLoopback,
 		SelfPort:     s.isOwnPort,
 	})
-	if n.previews, err = newPreviews(s); err != nil {
-		n.proxy.Close()
-		return nil, err
-	}
 	return n, nil
 }
 
@@ -170,7 +169,9 @@ func (n *network) StartBox(id string, l sandbox.Layout, mode sandbox.Mode) (core
 // StopBox closes the box's egress proxy and public URL connections.
 func (n *network) StopBox(id string) {
 	n.proxy.StopBox(id)
-	n.previews.closeBox(id)
+	if n.previews != nil {
+		n.previews.CloseBox(id)
+	}
 }
 
 // ForgetBox stops the box's networking and removes its public URLs; the
@@ -187,5 +188,4 @@ func (n *network) policyChanged(id string) { n.proxy.Recheck(id) }
 
 func (n *network) close() {
 	n.proxy.Close()
-	n.previews.close()
 }

@@ -37,7 +37,9 @@ import (
 	"github.com/upstash/box-go/local/internal/cgroup"
 	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/feature/agentrun"
+	"github.com/upstash/box-go/local/internal/feature/browsers"
 	"github.com/upstash/box-go/local/internal/feature/git"
+	"github.com/upstash/box-go/local/internal/feature/previews"
 	"github.com/upstash/box-go/local/internal/feature/schedules"
 	"github.com/upstash/box-go/local/internal/feature/snapshots"
 	"github.com/upstash/box-go/local/internal/feature/ssh"
@@ -224,8 +226,9 @@ type Server struct {
 	images      *images
 	schedules   *schedules.Schedules
 	snapshots   *snapshots.Snapshots
+	previews    *previews.Previews
 	git         *git.Git
-	browsers    *browsers
+	browsers    *browsers.Browsers
 	agentBinary string
 	// webhooks delivers run webhooks.
 	webhooks *webhook.Sender
@@ -263,7 +266,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.APIKey == "" {
 		return nil, errors.New("boxd: APIKey is required")
 	}
-	if err := checkProviderURLs(cfg.ModelProviderURLs); err != nil {
+	if err := browsers.CheckProviderURLs(cfg.ModelProviderURLs); err != nil {
 		return nil, err
 	}
 	if cfg.MaxBodyBytes <= 0 {
@@ -353,9 +356,26 @@ func New(cfg Config) (*Server, error) {
 		Network:     s.net,
 	})
 	s.onClose(s.core.Close)
-	s.browsers = newBrowsers(s)
-	s.onClose(s.browsers.close)
-	s.core.OnStarted(s.browsers.warm)
+	if s.previews, err = previews.New(previews.Config{
+		Host:            s.core,
+		BaseURL:         cfg.PublicURLBase,
+		Hold:            cfg.PublicURLHold,
+		IsAPICredential: func(r *http.Request) bool { return s.carriesKey(r, true) },
+		APIKeyHeader:    headerAPIKey,
+	}); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("boxd: %w", err)
+	}
+	s.net.previews = s.previews
+	s.onClose(s.previews.Close)
+	s.browsers = browsers.New(browsers.Config{
+		Host:         s.core,
+		ChromiumPath: cfg.ChromiumPath,
+		Isolation:    s.cfg.Isolation,
+		ProviderURLs: cfg.ModelProviderURLs,
+	})
+	s.onClose(s.browsers.Close)
+	s.core.OnStarted(s.browsers.Warm)
 	s.webhooks = webhook.New(s.ctx, s.core.Logf)
 	s.runs = agentrun.New(agentrun.Config{
 		Host:         s.core,
@@ -388,7 +408,7 @@ func New(cfg Config) (*Server, error) {
 	})
 	s.onClose(s.ssh.Close)
 	s.core.OnBoxDeleted(s.schedules.ForgetBox)
-	s.core.OnBoxDeleted(s.browsers.recs.forgetBox)
+	s.core.OnBoxDeleted(s.browsers.ForgetBox)
 	// Expired ephemeral boxes go, and keep-alive boxes with an init
 	// command start again.
 	s.core.Start()
@@ -400,6 +420,22 @@ func whoRuns() string {
 		return "root"
 	}
 	return "the current user"
+}
+
+// DefaultPublicURLHold is how long a public URL request waits for its
+// port to listen when Config.PublicURLHold is zero.
+const DefaultPublicURLHold = previews.DefaultHold
+
+// withPreviews serves public URL requests (by Host) and passes everything
+// else to next.
+func (s *Server) withPreviews(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id, port, ok := s.previews.Target(r.Host); ok {
+			s.previews.Serve(w, r, id, port)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Resources are what the boxes of one size may use.

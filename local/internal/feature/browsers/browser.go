@@ -1,8 +1,10 @@
-package local
+package browsers
 
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,10 +65,12 @@ const devtoolsPort = 9222
 // request nor the box names one.
 const defaultBrowserModel = "anthropic/claude-sonnet-4-5"
 
-// browsers runs the boxes' browsers and serves their CDP and live view
+// Browsers runs the boxes' browsers and serves their CDP and live view
 // URLs.
-type browsers struct {
-	s           *Server
+type Browsers struct {
+	host        Host
+	db          *store.Store
+	cfg         Config
 	chromium    string
 	chromiumErr error
 	models      *http.Client
@@ -105,16 +109,19 @@ type boxBrowser struct {
 	conns  map[net.Conn]struct{} // CDP connections through boxd
 }
 
-func newBrowsers(s *Server) *browsers {
-	bs := &browsers{
-		s:      s,
+// New returns the browsers feature.
+func New(cfg Config) *Browsers {
+	bs := &Browsers{
+		host:   cfg.Host,
+		db:     cfg.Host.Store(),
+		cfg:    cfg,
 		models: &http.Client{Timeout: 3 * time.Minute},
 		boxes:  map[string]*boxBrowser{},
 		tokens: map[string]*linkToken{},
 		cache:  map[string]browser.Action{},
 	}
-	bs.base, bs.cancel = context.WithCancel(s.ctx)
-	bs.chromium, bs.chromiumErr = findChromium(s.cfg.ChromiumPath, s.cfg.Isolation)
+	bs.base, bs.cancel = context.WithCancel(cfg.Host.Context())
+	bs.chromium, bs.chromiumErr = findChromium(cfg.ChromiumPath, cfg.Isolation)
 	bs.recs = newRecordings(bs)
 	return bs
 }
@@ -166,7 +173,7 @@ func findChromium(configured string, mode sandbox.Mode) (string, error) {
 	return abs, nil
 }
 
-func (bs *browsers) box(id string) *boxBrowser {
+func (bs *Browsers) box(id string) *boxBrowser {
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
 	bb := bs.boxes[id]
@@ -183,7 +190,7 @@ func noBrowser(b *store.Box) error {
 }
 
 // ensure returns b's browser, starting the box and Chromium as needed.
-func (bs *browsers) ensure(ctx context.Context, b *store.Box) (*boxBrowser, *browser.Controller, error) {
+func (bs *Browsers) ensure(ctx context.Context, b *store.Box) (*boxBrowser, *browser.Controller, error) {
 	if !b.Browser {
 		return nil, nil, noBrowser(b)
 	}
@@ -196,7 +203,7 @@ func (bs *browsers) ensure(ctx context.Context, b *store.Box) (*boxBrowser, *bro
 	if closed {
 		return nil, nil, core.ErrClosing
 	}
-	rt, err := bs.s.core.EnsureRunning(ctx, b)
+	rt, err := bs.host.EnsureRunning(ctx, b)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -205,7 +212,7 @@ func (bs *browsers) ensure(ctx context.Context, b *store.Box) (*boxBrowser, *bro
 
 // startIn returns the browser of box b, whose sandbox runs, starting
 // Chromium unless it runs.
-func (bs *browsers) startIn(ctx context.Context, rt *agent.Client, b *store.Box) (*boxBrowser, *browser.Controller, error) {
+func (bs *Browsers) startIn(ctx context.Context, rt *agent.Client, b *store.Box) (*boxBrowser, *browser.Controller, error) {
 	bb := bs.box(b.ID)
 	bb.start.Lock()
 	defer bb.start.Unlock()
@@ -221,15 +228,15 @@ func (bs *browsers) startIn(ctx context.Context, rt *agent.Client, b *store.Box)
 	return bb, bb.ctl, nil
 }
 
-// warm starts the Chromium of box b, whose sandbox has just started, in
+// Warm starts the Chromium of box b, whose sandbox has just started, in
 // the background. It does nothing for a box without a browser, and skips
 // a box that was paused or stopped in the meantime.
-func (bs *browsers) warm(b *store.Box) {
+func (bs *Browsers) Warm(b *store.Box) {
 	if !b.Browser {
 		return
 	}
 	if bs.chromiumErr != nil {
-		bs.s.core.Logf(b.ID, "warn", "system", "the box's browser cannot start: "+bs.chromiumErr.Error())
+		bs.host.Logf(b.ID, "warn", "system", "the box's browser cannot start: "+bs.chromiumErr.Error())
 		return
 	}
 	bs.mu.Lock()
@@ -242,7 +249,7 @@ func (bs *browsers) warm(b *store.Box) {
 		defer bs.warms.Done()
 		// Not ensureRunning: a box paused, stopped or deleted since is
 		// left as it is.
-		rt, ok := bs.s.core.Running(b.ID)
+		rt, ok := bs.host.Running(b.ID)
 		if !ok {
 			return
 		}
@@ -254,7 +261,7 @@ func (bs *browsers) warm(b *store.Box) {
 
 // DevtoolsURL is where box b's processes reach its Chromium's DevTools
 // (http://127.0.0.1:port), starting Chromium if it is not running.
-func (bs *browsers) DevtoolsURL(ctx context.Context, b *store.Box) (string, error) {
+func (bs *Browsers) DevtoolsURL(ctx context.Context, b *store.Box) (string, error) {
 	bb, _, err := bs.ensure(ctx, b)
 	if err != nil {
 		return "", err
@@ -283,7 +290,7 @@ func (bb *boxBrowser) alive() *browser.Controller {
 
 // controller returns the controller of a running browser without starting
 // one.
-func (bs *browsers) controller(id string) *browser.Controller {
+func (bs *Browsers) controller(id string) *browser.Controller {
 	bs.mu.Lock()
 	bb := bs.boxes[id]
 	bs.mu.Unlock()
@@ -334,13 +341,13 @@ func chromiumFlags(port int) []string {
 const launchScript = `dir="${TMPDIR:-/tmp}/.boxd-chromium"; rm -rf "$dir"; exec "$@" --user-data-dir="$dir" ${HTTP_PROXY:+"--proxy-server=$HTTP_PROXY"} about:blank`
 
 // launch starts Chromium in the box and connects to it.
-func (bs *browsers) launch(ctx context.Context, rt *agent.Client, b *store.Box, bb *boxBrowser) error {
+func (bs *Browsers) launch(ctx context.Context, rt *agent.Client, b *store.Box, bb *boxBrowser) error {
 	port := devtoolsPort
-	if bs.s.cfg.Isolation == sandbox.ModeNone {
+	if bs.cfg.Isolation == sandbox.ModeNone {
 		port = 0
 	}
 	argv := append([]string{"sh", "-c", launchScript, "sh", bs.chromium}, chromiumFlags(port)...)
-	pctx, stop := context.WithCancel(bs.s.ctx)
+	pctx, stop := context.WithCancel(bs.host.Context())
 	p, err := rt.Process(pctx, agent.ProcessRequest{Argv: argv, MergeStderr: true})
 	if err != nil {
 		stop()
@@ -374,7 +381,7 @@ func (bs *browsers) launch(ctx context.Context, rt *agent.Client, b *store.Box, 
 		if i := strings.LastIndex(msg[:max(0, len(msg)-2000)], "\n"); len(msg) > 2000 && i >= 0 {
 			msg = msg[i+1:]
 		}
-		bs.s.core.Logf(b.ID, "error", "system", "the browser did not start: "+err.Error())
+		bs.host.Logf(b.ID, "error", "system", "the browser did not start: "+err.Error())
 		if msg != "" {
 			return fmt.Errorf("the browser did not start: %w; its output ends with: %s", err, msg)
 		}
@@ -405,11 +412,11 @@ func (bs *browsers) launch(ctx context.Context, rt *agent.Client, b *store.Box, 
 	bb.mu.Lock()
 	bb.ctl, bb.port, bb.path, bb.stop, bb.exited, bb.output = ctl, port, u.Path, stop, exited, out
 	bb.mu.Unlock()
-	bs.s.core.Logf(b.ID, "info", "system", "browser started")
+	bs.host.Logf(b.ID, "info", "system", "browser started")
 	go func() {
 		select {
 		case <-exited:
-			bs.s.core.Logf(id, "info", "system", "browser exited")
+			bs.host.Logf(id, "info", "system", "browser exited")
 		case <-ctl.Done():
 		}
 		ctl.Close()
@@ -418,17 +425,28 @@ func (bs *browsers) launch(ctx context.Context, rt *agent.Client, b *store.Box, 
 }
 
 // dial connects to port inside box id through its agent's bridge.
-func (bs *browsers) dial(ctx context.Context, id string, port int) (net.Conn, error) {
-	return bs.s.dialBox(ctx, id, port)
+func (bs *Browsers) dial(ctx context.Context, id string, port int) (net.Conn, error) {
+	ac, err := bs.host.Agent(id) // callers start the box first
+	if err != nil {
+		return nil, err
+	}
+	return ac.DialPort(ctx, port)
 }
 
 // touch notes browser activity on a box, which keeps its recording from
 // stopping as idle.
-func (bs *browsers) touch(id string) { bs.recs.touch(id) }
+func (bs *Browsers) touch(id string) { bs.recs.touch(id) }
+
+// secret is 128 random bits, in hex.
+func secret() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
 
 // mint issues a token for a CDP or live view URL.
-func (bs *browsers) mint(boxID, kind, tab string, ttl time.Duration) string {
-	now := bs.s.cfg.Clock.Now()
+func (bs *Browsers) mint(boxID, kind, tab string, ttl time.Duration) string {
+	now := bs.host.Clock().Now()
 	tok := secret() + secret()
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
@@ -442,7 +460,7 @@ func (bs *browsers) mint(boxID, kind, tab string, ttl time.Duration) string {
 }
 
 // token returns the token of r when it is valid for box and kind.
-func (bs *browsers) token(r *http.Request, boxID, kind string) (*linkToken, bool) {
+func (bs *Browsers) token(r *http.Request, boxID, kind string) (*linkToken, bool) {
 	tok := r.URL.Query().Get("token")
 	if tok == "" {
 		return nil, false
@@ -450,7 +468,7 @@ func (bs *browsers) token(r *http.Request, boxID, kind string) (*linkToken, bool
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
 	t := bs.tokens[tok]
-	if t == nil || t.box != boxID || t.kind != kind || bs.s.cfg.Clock.Now().After(t.expires) {
+	if t == nil || t.box != boxID || t.kind != kind || bs.host.Clock().Now().After(t.expires) {
 		return nil, false
 	}
 	return t, true
@@ -466,11 +484,11 @@ func baseURL(ctx context.Context, scheme string) string {
 	return scheme + "://" + host
 }
 
-// tokenGuard lets through to next the requests whose URL carries an
+// TokenGuard lets through to next the requests whose URL carries an
 // unexpired token of kind for the box of the path, and refuses the others
 // with 401 (a WebSocket handshake is accepted and closed with 4401, as a
 // WebSocket client cannot read the status of a refused handshake).
-func (bs *browsers) tokenGuard(kind, refusal string, next http.HandlerFunc) http.Handler {
+func (bs *Browsers) TokenGuard(kind, refusal string, next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := bs.token(r, r.PathValue("id"), kind); !ok {
 			refuseToken(w, r, refusal)
@@ -489,30 +507,30 @@ func refuseToken(w http.ResponseWriter, r *http.Request, msg string) {
 		}
 		return
 	}
-	api.WriteError(w, http.StatusUnauthorized, msg)
+	api.Error(w, errdefs.Unauthenticated("%s", msg))
 }
 
 // running returns the box of a token URL with its browser running.
-func (bs *browsers) running(w http.ResponseWriter, r *http.Request, id string) (*boxBrowser, *browser.Controller, bool) {
-	b, err := bs.s.db.Box(id)
+func (bs *Browsers) running(w http.ResponseWriter, r *http.Request, id string) (*boxBrowser, *browser.Controller, bool) {
+	b, err := bs.db.Box(id)
 	if err != nil {
-		api.WriteError(w, http.StatusNotFound, "box not found")
+		api.Error(w, core.ErrBoxNotFound)
 		return nil, nil, false
 	}
 	bb, ctl, err := bs.ensure(r.Context(), b)
 	if err != nil {
 		if r.Context().Err() == nil {
-			api.WriteError(w, api.Status(err), err.Error())
+			api.Error(w, err)
 		}
 		return nil, nil, false
 	}
 	return bb, ctl, true
 }
 
-// serveCDP is the CDP URL: a WebSocket to the box's browser target (or to
+// ServeCDP is the CDP URL: a WebSocket to the box's browser target (or to
 // a page target, at devtools/page/<id>), and /json/version for tools that
 // start from an http URL.
-func (bs *browsers) serveCDP(w http.ResponseWriter, r *http.Request) {
+func (bs *Browsers) ServeCDP(w http.ResponseWriter, r *http.Request) {
 	id, rest := r.PathValue("id"), r.PathValue("rest")
 	bb, ctl, ok := bs.running(w, r, id)
 	if !ok {
@@ -530,7 +548,7 @@ func (bs *browsers) serveCDP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
-		api.WriteError(w, http.StatusNotFound, "the CDP URL serves the DevTools WebSocket and /json/version only")
+		api.Error(w, errdefs.NotFound("the CDP URL serves the DevTools WebSocket and /json/version only"))
 		return
 	}
 	target, page := path, ""
@@ -555,7 +573,7 @@ func (bs *browsers) serveCDP(w http.ResponseWriter, r *http.Request) {
 		c, _, err := websocket.Dial(ctx, "ws://"+hostport+target, &websocket.DialOptions{HTTPClient: &http.Client{Transport: tr}})
 		return c, err
 	}
-	defer bs.s.core.Busy(id)() // a CDP client keeps the box awake
+	defer bs.host.Busy(id)() // a CDP client keeps the box awake
 	relayCDP(r.Context(), w, r, dial, ctl.WatchClient(page))
 }
 
@@ -612,8 +630,8 @@ func (t *tailWriter) String() string {
 	return string(t.buf)
 }
 
-// close stops every recording, then every browser.
-func (bs *browsers) close() {
+// Close stops every recording, then every browser.
+func (bs *Browsers) Close() {
 	bs.mu.Lock()
 	bs.closed = true
 	bs.mu.Unlock()

@@ -1,4 +1,4 @@
-package local
+package browsers
 
 import (
 	"context"
@@ -28,34 +28,34 @@ const (
 )
 
 // browserOf returns the box and its running browser.
-func (c *controlPlane) browserOf(ctx context.Context, id string) (*store.Box, *browser.Controller, error) {
-	b, err := c.box(id)
+func (bs *Browsers) browserOf(ctx context.Context, id string) (*store.Box, *browser.Controller, error) {
+	b, err := bs.host.Box(id)
 	if err != nil {
 		return nil, nil, err
 	}
-	_, ctl, err := c.s.browsers.ensure(ctx, b)
+	_, ctl, err := bs.ensure(ctx, b)
 	if err != nil {
 		return nil, nil, err
 	}
-	c.s.browsers.touch(b.ID)
+	bs.touch(b.ID)
 	return b, ctl, nil
 }
 
 // aiBrowserOf is browserOf for an AI operation: the provider and its key
 // are checked before the browser is started.
-func (c *controlPlane) aiBrowserOf(ctx context.Context, id string, model *string) (*store.Box, *browser.Controller, browser.Provider, string, error) {
-	b, err := c.box(id)
+func (bs *Browsers) aiBrowserOf(ctx context.Context, id string, model *string) (*store.Box, *browser.Controller, browser.Provider, string, error) {
+	b, err := bs.host.Box(id)
 	if err != nil {
 		return nil, nil, nil, "", err
 	}
 	if !b.Browser {
 		return nil, nil, nil, "", noBrowser(b)
 	}
-	p, m, err := c.s.browsers.provider(b, model)
+	p, m, err := bs.provider(b, model)
 	if err != nil {
 		return nil, nil, nil, "", err
 	}
-	b, ctl, err := c.browserOf(ctx, id)
+	b, ctl, err := bs.browserOf(ctx, id)
 	if err != nil {
 		return nil, nil, nil, "", err
 	}
@@ -120,7 +120,7 @@ func contentOf(c *browser.Content) gen.BrowserContent {
 	return out
 }
 
-func (c *controlPlane) CreateBrowserTab(ctx context.Context, req gen.CreateBrowserTabRequestObject) (gen.CreateBrowserTabResponseObject, error) {
+func (bs *Browsers) CreateBrowserTab(ctx context.Context, req gen.CreateBrowserTabRequestObject) (gen.CreateBrowserTabResponseObject, error) {
 	if req.Body == nil {
 		return nil, errdefs.Invalid("request body is required")
 	}
@@ -141,7 +141,7 @@ func (c *controlPlane) CreateBrowserTab(ctx context.Context, req gen.CreateBrows
 		}
 		timeout = time.Duration(*req.Body.Timeout) * time.Millisecond
 	}
-	_, ctl, err := c.browserOf(ctx, req.ID)
+	_, ctl, err := bs.browserOf(ctx, req.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -159,8 +159,8 @@ func (c *controlPlane) CreateBrowserTab(ctx context.Context, req gen.CreateBrows
 	return gen.CreateBrowserTab200JSONResponse(out), nil
 }
 
-func (c *controlPlane) ListBrowserTabs(ctx context.Context, req gen.ListBrowserTabsRequestObject) (gen.ListBrowserTabsResponseObject, error) {
-	_, ctl, err := c.browserOf(ctx, req.ID)
+func (bs *Browsers) ListBrowserTabs(ctx context.Context, req gen.ListBrowserTabsRequestObject) (gen.ListBrowserTabsResponseObject, error) {
+	_, ctl, err := bs.browserOf(ctx, req.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -182,8 +182,8 @@ func (c *controlPlane) ListBrowserTabs(ctx context.Context, req gen.ListBrowserT
 	return out, nil
 }
 
-func (c *controlPlane) CloseBrowserTab(ctx context.Context, req gen.CloseBrowserTabRequestObject) (gen.CloseBrowserTabResponseObject, error) {
-	_, ctl, err := c.browserOf(ctx, req.ID)
+func (bs *Browsers) CloseBrowserTab(ctx context.Context, req gen.CloseBrowserTabRequestObject) (gen.CloseBrowserTabResponseObject, error) {
+	_, ctl, err := bs.browserOf(ctx, req.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +193,7 @@ func (c *controlPlane) CloseBrowserTab(ctx context.Context, req gen.CloseBrowser
 	return gen.CloseBrowserTab200JSONResponse(wire.Message("Tab closed")), nil
 }
 
-func (c *controlPlane) BrowserGoto(ctx context.Context, req gen.BrowserGotoRequestObject) (gen.BrowserGotoResponseObject, error) {
+func (bs *Browsers) BrowserGoto(ctx context.Context, req gen.BrowserGotoRequestObject) (gen.BrowserGotoResponseObject, error) {
 	if req.Body == nil {
 		return nil, errdefs.Invalid("request body is required")
 	}
@@ -203,7 +203,7 @@ func (c *controlPlane) BrowserGoto(ctx context.Context, req gen.BrowserGotoReque
 	if err := needURL(req.Body.URL); err != nil {
 		return nil, err
 	}
-	_, ctl, err := c.browserOf(ctx, req.ID)
+	_, ctl, err := bs.browserOf(ctx, req.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -214,13 +214,13 @@ func (c *controlPlane) BrowserGoto(ctx context.Context, req gen.BrowserGotoReque
 	return gen.BrowserGoto200JSONResponse(contentOf(content)), nil
 }
 
-func (c *controlPlane) GetBrowserContent(ctx context.Context, req gen.GetBrowserContentRequestObject) (gen.GetBrowserContentResponseObject, error) {
+func (bs *Browsers) GetBrowserContent(ctx context.Context, req gen.GetBrowserContentRequestObject) (gen.GetBrowserContentResponseObject, error) {
 	if err := needTab(req.Params.Tab); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, pageOpTimeout)
 	defer cancel()
-	_, ctl, err := c.browserOf(ctx, req.ID)
+	_, ctl, err := bs.browserOf(ctx, req.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +231,7 @@ func (c *controlPlane) GetBrowserContent(ctx context.Context, req gen.GetBrowser
 	return gen.GetBrowserContent200JSONResponse(contentOf(content)), nil
 }
 
-func (c *controlPlane) BrowserScreenshot(ctx context.Context, req gen.BrowserScreenshotRequestObject) (gen.BrowserScreenshotResponseObject, error) {
+func (bs *Browsers) BrowserScreenshot(ctx context.Context, req gen.BrowserScreenshotRequestObject) (gen.BrowserScreenshotResponseObject, error) {
 	if err := needTab(req.Params.Tab); err != nil {
 		return nil, err
 	}
@@ -240,7 +240,7 @@ func (c *controlPlane) BrowserScreenshot(ctx context.Context, req gen.BrowserScr
 	}
 	ctx, cancel := context.WithTimeout(ctx, pageOpTimeout)
 	defer cancel()
-	_, ctl, err := c.browserOf(ctx, req.ID)
+	_, ctl, err := bs.browserOf(ctx, req.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -251,26 +251,26 @@ func (c *controlPlane) BrowserScreenshot(ctx context.Context, req gen.BrowserScr
 	return gen.BrowserScreenshot200JSONResponse{Data: png}, nil
 }
 
-func (c *controlPlane) BrowserConnect(ctx context.Context, req gen.BrowserConnectRequestObject) (gen.BrowserConnectResponseObject, error) {
-	b, _, err := c.browserOf(ctx, req.ID)
+func (bs *Browsers) BrowserConnect(ctx context.Context, req gen.BrowserConnectRequestObject) (gen.BrowserConnectResponseObject, error) {
+	b, _, err := bs.browserOf(ctx, req.ID)
 	if err != nil {
 		return nil, err
 	}
-	bb := c.s.browsers.box(b.ID)
+	bb := bs.box(b.ID)
 	bb.mu.Lock()
 	path := bb.path
 	bb.mu.Unlock()
-	tok := c.s.browsers.mint(b.ID, "cdp", "", cdpTokenTTL)
+	tok := bs.mint(b.ID, "cdp", "", cdpTokenTTL)
 	u := baseURL(ctx, "ws") + "/v2/box/" + b.ID + "/browser/cdp" + path + "?token=" + tok
 	return gen.BrowserConnect200JSONResponse{CDPURL: u}, nil
 }
 
-func (c *controlPlane) BrowserScreencast(ctx context.Context, req gen.BrowserScreencastRequestObject) (gen.BrowserScreencastResponseObject, error) {
+func (bs *Browsers) BrowserScreencast(ctx context.Context, req gen.BrowserScreencastRequestObject) (gen.BrowserScreencastResponseObject, error) {
 	tab := ""
 	if req.Body != nil {
 		tab = wire.Deref(req.Body.Tab)
 	}
-	b, ctl, err := c.browserOf(ctx, req.ID)
+	b, ctl, err := bs.browserOf(ctx, req.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -287,7 +287,7 @@ func (c *controlPlane) BrowserScreencast(ctx context.Context, req gen.BrowserScr
 			return nil, errdefs.NotFound("tab %s not found", tab)
 		}
 	}
-	tok := c.s.browsers.mint(b.ID, "live", tab, liveTokenTTL)
+	tok := bs.mint(b.ID, "live", tab, liveTokenTTL)
 	u := baseURL(ctx, "http") + "/v2/box/" + b.ID + "/browser/live?token=" + tok
 	return gen.BrowserScreencast200JSONResponse{ScreencastURL: u}, nil
 }
@@ -350,7 +350,7 @@ func splitModel(model string) (string, string, error) {
 // the box's agent_api_key when it is a raw key for that provider (the
 // provider of the box's own model), else the provider's variable in the
 // box's env.
-func (bs *browsers) provider(b *store.Box, requested *string) (browser.Provider, string, error) {
+func (bs *Browsers) provider(b *store.Box, requested *string) (browser.Provider, string, error) {
 	model := wire.Deref(requested)
 	if model == "" {
 		model = b.Model
@@ -384,7 +384,7 @@ func (bs *browsers) provider(b *store.Box, requested *string) (browser.Provider,
 			name, model, name, mp.envKey)
 	}
 	base := mp.baseURL
-	if u := bs.s.cfg.ModelProviderURLs[name]; u != "" {
+	if u := bs.cfg.ProviderURLs[name]; u != "" {
 		base = u
 	}
 	if mp.openAI {
@@ -404,7 +404,7 @@ func keyProvider(key string) string {
 	return "openai"
 }
 
-func (c *controlPlane) BrowserExtract(ctx context.Context, req gen.BrowserExtractRequestObject) (gen.BrowserExtractResponseObject, error) {
+func (bs *Browsers) BrowserExtract(ctx context.Context, req gen.BrowserExtractRequestObject) (gen.BrowserExtractResponseObject, error) {
 	body := req.Body
 	if body == nil {
 		return nil, errdefs.Invalid("request body is required")
@@ -424,7 +424,7 @@ func (c *controlPlane) BrowserExtract(ctx context.Context, req gen.BrowserExtrac
 	}
 	ctx, cancel := context.WithTimeout(ctx, aiOpTimeout)
 	defer cancel()
-	b, ctl, p, model, err := c.aiBrowserOf(ctx, req.ID, body.Model)
+	b, ctl, p, model, err := bs.aiBrowserOf(ctx, req.ID, body.Model)
 	if err != nil {
 		return nil, err
 	}
@@ -440,14 +440,14 @@ func (c *controlPlane) BrowserExtract(ctx context.Context, req gen.BrowserExtrac
 		return respschema.Validate(sch, string(raw))
 	}
 	data, usage, err := browser.Extract(ctx, p, model, snap, body.Instruction, body.Schema, validate)
-	c.s.browsers.meter(b.ID, "extract", usage)
+	bs.meter(b.ID, "extract", usage)
 	if err != nil {
 		return nil, browserError(err, body.Tab)
 	}
 	return gen.BrowserExtract200JSONResponse{Data: data}, nil
 }
 
-func (c *controlPlane) BrowserObserve(ctx context.Context, req gen.BrowserObserveRequestObject) (gen.BrowserObserveResponseObject, error) {
+func (bs *Browsers) BrowserObserve(ctx context.Context, req gen.BrowserObserveRequestObject) (gen.BrowserObserveResponseObject, error) {
 	body := req.Body
 	if body == nil {
 		return nil, errdefs.Invalid("request body is required")
@@ -460,7 +460,7 @@ func (c *controlPlane) BrowserObserve(ctx context.Context, req gen.BrowserObserv
 	}
 	ctx, cancel := context.WithTimeout(ctx, aiOpTimeout)
 	defer cancel()
-	b, ctl, p, model, err := c.aiBrowserOf(ctx, req.ID, body.Model)
+	b, ctl, p, model, err := bs.aiBrowserOf(ctx, req.ID, body.Model)
 	if err != nil {
 		return nil, err
 	}
@@ -469,7 +469,7 @@ func (c *controlPlane) BrowserObserve(ctx context.Context, req gen.BrowserObserv
 		return nil, browserError(err, body.Tab)
 	}
 	found, usage, err := browser.Observe(ctx, p, model, snap, body.Instruction, false)
-	c.s.browsers.meter(b.ID, "observe", usage)
+	bs.meter(b.ID, "observe", usage)
 	if err != nil {
 		return nil, browserError(err, body.Tab)
 	}
@@ -485,11 +485,11 @@ func (c *controlPlane) BrowserObserve(ctx context.Context, req gen.BrowserObserv
 }
 
 // meter notes an AI operation's tokens in the box's log.
-func (bs *browsers) meter(boxID, op string, u browser.Usage) {
+func (bs *Browsers) meter(boxID, op string, u browser.Usage) {
 	if u.InputTokens == 0 && u.OutputTokens == 0 {
 		return
 	}
-	bs.s.core.Logf(boxID, "info", "system", fmt.Sprintf("browser %s used %d input and %d output tokens", op, u.InputTokens, u.OutputTokens))
+	bs.host.Logf(boxID, "info", "system", fmt.Sprintf("browser %s used %d input and %d output tokens", op, u.InputTokens, u.OutputTokens))
 }
 
 func actionOf(a *gen.BrowserAction) browser.Action {
@@ -504,7 +504,7 @@ func wireAction(a browser.Action) gen.BrowserAction {
 	return out
 }
 
-func (c *controlPlane) BrowserAct(ctx context.Context, req gen.BrowserActRequestObject) (gen.BrowserActResponseObject, error) {
+func (bs *Browsers) BrowserAct(ctx context.Context, req gen.BrowserActRequestObject) (gen.BrowserActResponseObject, error) {
 	body := req.Body
 	if body == nil {
 		return nil, errdefs.Invalid("request body is required")
@@ -527,7 +527,7 @@ func (c *controlPlane) BrowserAct(ctx context.Context, req gen.BrowserActRequest
 	defer cancel()
 	if body.Action != nil {
 		// Replay: no model, no tokens.
-		_, ctl, err := c.browserOf(ctx, req.ID)
+		_, ctl, err := bs.browserOf(ctx, req.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -538,8 +538,7 @@ func (c *controlPlane) BrowserAct(ctx context.Context, req gen.BrowserActRequest
 		}
 		return gen.BrowserAct200JSONResponse(res), nil
 	}
-	bs := c.s.browsers
-	b, ctl, p, model, err := c.aiBrowserOf(ctx, req.ID, body.Model)
+	b, ctl, p, model, err := bs.aiBrowserOf(ctx, req.ID, body.Model)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package local
+package browsers
 
 import (
 	"bufio"
@@ -46,7 +46,7 @@ var recordingIdle = 3 * time.Minute
 
 // recordings manages the boxes' recordings: one active per box.
 type recordings struct {
-	bs        *browsers
+	bs        *Browsers
 	ffmpeg    string
 	ffmpegErr error
 
@@ -63,7 +63,7 @@ type activeRecording struct {
 	done chan struct{} // closed once the record is final
 }
 
-func newRecordings(bs *browsers) *recordings {
+func newRecordings(bs *Browsers) *recordings {
 	rs := &recordings{bs: bs, active: map[string]*activeRecording{}}
 	rs.ffmpeg, rs.ffmpegErr = exec.LookPath("ffmpeg")
 	if rs.ffmpegErr != nil {
@@ -74,7 +74,7 @@ func newRecordings(bs *browsers) *recordings {
 }
 
 func (rs *recordings) dir(boxID, id string) string {
-	return filepath.Join(rs.bs.s.core.Layout(boxID).Root, "recordings", id)
+	return filepath.Join(rs.bs.host.Layout(boxID).Root, "recordings", id)
 }
 
 // upkeep makes the records right: a recording that was running when boxd
@@ -82,10 +82,10 @@ func (rs *recordings) dir(boxID, id string) string {
 // of a box that is gone is forgotten, and an expired recording's files
 // are deleted. It runs again every hour.
 func (rs *recordings) upkeep(atStart bool) {
-	db := rs.bs.s.db
+	db := rs.bs.db
 	all, err := db.AllRecordings()
 	if err != nil {
-		rs.bs.s.log.Warn("recordings: cannot read records", "err", err)
+		rs.bs.host.Logger().Warn("recordings: cannot read records", "err", err)
 	}
 	now := time.Now()
 	for _, rec := range all {
@@ -101,7 +101,7 @@ func (rs *recordings) upkeep(atStart bool) {
 			_ = os.RemoveAll(dir)
 			rec.Status = "deleted"
 			if err := db.PutRecording(rec); err != nil {
-				rs.bs.s.log.Warn("recordings: cannot update a record", "err", err)
+				rs.bs.host.Logger().Warn("recordings: cannot update a record", "err", err)
 			}
 		}
 	}
@@ -130,8 +130,8 @@ func (rs *recordings) recover(rec *store.Recording, dir string) {
 		rec.Error = "boxd stopped before the recording had any video"
 	}
 	rec.ExpiresAt = rec.EndedAt + int64(recordingRetention/time.Second)
-	if err := rs.bs.s.db.PutRecording(rec); err != nil {
-		rs.bs.s.log.Warn("recordings: cannot update a record", "err", err)
+	if err := rs.bs.db.PutRecording(rec); err != nil {
+		rs.bs.host.Logger().Warn("recordings: cannot update a record", "err", err)
 	}
 }
 
@@ -214,21 +214,21 @@ func (rs *recordings) start(ctx context.Context, b *store.Box, maxSeconds int) (
 	if err != nil {
 		return nil, fmt.Errorf("starting the recording: %w", err)
 	}
-	if err := rs.bs.s.db.PutRecording(rec); err != nil {
+	if err := rs.bs.db.PutRecording(rec); err != nil {
 		r.Stop(browser.StopLost)
 		return nil, err
 	}
 	ar := &activeRecording{rec: *rec, r: r, done: make(chan struct{})}
 	rs.active[b.ID] = ar
 	rs.wg.Add(1)
-	inUse := rs.bs.s.core.Busy(b.ID) // a recording box stays awake
+	inUse := rs.bs.host.Busy(b.ID) // a recording box stays awake
 	go func() {
 		defer rs.wg.Done()
 		<-r.Done()
 		inUse()
 		rs.finish(ar)
 	}()
-	rs.bs.s.core.Logf(b.ID, "info", "system", "browser recording "+rec.ID+" started")
+	rs.bs.host.Logf(b.ID, "info", "system", "browser recording "+rec.ID+" started")
 	return rec, nil
 }
 
@@ -250,17 +250,17 @@ func (rs *recordings) finish(ar *activeRecording) {
 		}
 	}
 	rec.ExpiresAt = rec.EndedAt + int64(recordingRetention/time.Second)
-	db := rs.bs.s.db
+	db := rs.bs.db
 	if _, err := db.Box(rec.BoxID); errors.Is(err, store.ErrNotFound) {
 		_ = os.RemoveAll(rs.dir(rec.BoxID, rec.ID))
 	} else if err := db.PutRecording(&rec); err != nil {
-		rs.bs.s.log.Error("recordings: cannot store a record", "box", rec.BoxID, "recording", rec.ID, "err", err)
+		rs.bs.host.Logger().Error("recordings: cannot store a record", "box", rec.BoxID, "recording", rec.ID, "err", err)
 	} else {
 		msg := fmt.Sprintf("browser recording %s stopped (%s): %.1fs of video, ffmpeg used %.2fs of CPU", rec.ID, rec.StoppedReason, res.Duration.Seconds(), res.CPU.Seconds())
 		if rec.Error != "" {
 			msg += "; " + rec.Error
 		}
-		rs.bs.s.core.Logf(rec.BoxID, "info", "system", msg)
+		rs.bs.host.Logf(rec.BoxID, "info", "system", msg)
 	}
 	rs.mu.Lock()
 	if rs.active[rec.BoxID] == ar {
@@ -291,7 +291,7 @@ func (rs *recordings) view(boxID, id string) (*store.Recording, error) {
 			return ar.live(rs.dir(boxID, id)), nil
 		}
 	}
-	rec, err := rs.bs.s.db.Recording(boxID, id)
+	rec, err := rs.bs.db.Recording(boxID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, errdefs.NotFound("recording %s not found", id)
 	}
@@ -336,12 +336,12 @@ func (rs *recordings) forgetBox(boxID string) {
 		ar.r.Stop(browser.StopLost)
 		<-ar.done
 	}
-	if err := rs.bs.s.db.DeleteRecordings(boxID); err != nil {
-		rs.bs.s.log.Warn("recordings: cannot delete a deleted box's records", "box", boxID, "err", err)
+	if err := rs.bs.db.DeleteRecordings(boxID); err != nil {
+		rs.bs.host.Logger().Warn("recordings: cannot delete a deleted box's records", "box", boxID, "err", err)
 	}
 }
 
-// close stops every active recording and waits for their files.
+// Close stops every active recording and waits for their files.
 func (rs *recordings) close() {
 	rs.mu.Lock()
 	rs.closed = true
@@ -404,7 +404,7 @@ func recordingData(r *store.Recording) gen.Recording {
 	return out
 }
 
-func (c *controlPlane) StartBrowserRecording(ctx context.Context, req gen.StartBrowserRecordingRequestObject) (gen.StartBrowserRecordingResponseObject, error) {
+func (bs *Browsers) StartBrowserRecording(ctx context.Context, req gen.StartBrowserRecordingRequestObject) (gen.StartBrowserRecordingResponseObject, error) {
 	maxSeconds := maxRecordingSeconds
 	if req.Body != nil && req.Body.MaxDurationSeconds != nil {
 		maxSeconds = *req.Body.MaxDurationSeconds
@@ -412,38 +412,38 @@ func (c *controlPlane) StartBrowserRecording(ctx context.Context, req gen.StartB
 			return nil, errdefs.Invalid("max_duration_seconds must be between 1 and %d, got %d", maxRecordingSeconds, maxSeconds)
 		}
 	}
-	b, err := c.box(req.ID)
+	b, err := bs.host.Box(req.ID)
 	if err != nil {
 		return nil, err
 	}
-	rec, err := c.s.browsers.recs.start(ctx, b, maxSeconds)
+	rec, err := bs.recs.start(ctx, b, maxSeconds)
 	if err != nil {
 		return nil, err
 	}
 	return gen.StartBrowserRecording200JSONResponse(recordingData(rec)), nil
 }
 
-func (c *controlPlane) StopBrowserRecording(ctx context.Context, req gen.StopBrowserRecordingRequestObject) (gen.StopBrowserRecordingResponseObject, error) {
-	b, err := c.box(req.ID)
+func (bs *Browsers) StopBrowserRecording(ctx context.Context, req gen.StopBrowserRecordingRequestObject) (gen.StopBrowserRecordingResponseObject, error) {
+	b, err := bs.host.Box(req.ID)
 	if err != nil {
 		return nil, err
 	}
 	if !b.Browser {
 		return nil, noBrowser(b)
 	}
-	rec, err := c.s.browsers.recs.stop(ctx, b.ID)
+	rec, err := bs.recs.stop(ctx, b.ID)
 	if err != nil {
 		return nil, err
 	}
 	return gen.StopBrowserRecording200JSONResponse(recordingData(rec)), nil
 }
 
-func (c *controlPlane) GetBrowserRecording(ctx context.Context, req gen.GetBrowserRecordingRequestObject) (gen.GetBrowserRecordingResponseObject, error) {
-	b, err := c.box(req.ID)
+func (bs *Browsers) GetBrowserRecording(ctx context.Context, req gen.GetBrowserRecordingRequestObject) (gen.GetBrowserRecordingResponseObject, error) {
+	b, err := bs.host.Box(req.ID)
 	if err != nil {
 		return nil, err
 	}
-	rec, err := c.s.browsers.recs.view(b.ID, req.RecordingID)
+	rec, err := bs.recs.view(b.ID, req.RecordingID)
 	if err != nil {
 		return nil, err
 	}
@@ -452,8 +452,8 @@ func (c *controlPlane) GetBrowserRecording(ctx context.Context, req gen.GetBrows
 
 // ListBrowserRecordings pages through a box's recordings, newest first;
 // the cursor is the id of the last recording of the previous page.
-func (c *controlPlane) ListBrowserRecordings(ctx context.Context, req gen.ListBrowserRecordingsRequestObject) (gen.ListBrowserRecordingsResponseObject, error) {
-	b, err := c.box(req.ID)
+func (bs *Browsers) ListBrowserRecordings(ctx context.Context, req gen.ListBrowserRecordingsRequestObject) (gen.ListBrowserRecordingsResponseObject, error) {
+	b, err := bs.host.Box(req.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -461,7 +461,7 @@ func (c *controlPlane) ListBrowserRecordings(ctx context.Context, req gen.ListBr
 	if limit < 1 || limit > 100 {
 		return nil, errdefs.Invalid("limit must be between 1 and 100, got %d", limit)
 	}
-	all, err := c.s.db.Recordings(b.ID)
+	all, err := bs.db.Recordings(b.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -477,7 +477,7 @@ func (c *controlPlane) ListBrowserRecordings(ctx context.Context, req gen.ListBr
 	end := min(start+limit, len(all))
 	for _, r := range all[start:end] {
 		if r.Status == "recording" {
-			if v, err := c.s.browsers.recs.view(b.ID, r.ID); err == nil {
+			if v, err := bs.recs.view(b.ID, r.ID); err == nil {
 				r = v
 			}
 		}
@@ -502,12 +502,12 @@ func (m *multiFile) Close() error {
 	return nil
 }
 
-func (c *controlPlane) DownloadBrowserRecording(ctx context.Context, req gen.DownloadBrowserRecordingRequestObject) (gen.DownloadBrowserRecordingResponseObject, error) {
-	b, err := c.box(req.ID)
+func (bs *Browsers) DownloadBrowserRecording(ctx context.Context, req gen.DownloadBrowserRecordingRequestObject) (gen.DownloadBrowserRecordingResponseObject, error) {
+	b, err := bs.host.Box(req.ID)
 	if err != nil {
 		return nil, err
 	}
-	rs := c.s.browsers.recs
+	rs := bs.recs
 	rec, err := rs.view(b.ID, req.RecordingID)
 	if err != nil {
 		return nil, err
@@ -566,12 +566,12 @@ const emptyLivePlaylist = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n#
 // GetBrowserRecordingPlaylist serves the HLS playlist with its segments at
 // segments/<name>, relative to the playlist's URL (served with the API
 // key, like the playlist).
-func (c *controlPlane) GetBrowserRecordingPlaylist(ctx context.Context, req gen.GetBrowserRecordingPlaylistRequestObject) (gen.GetBrowserRecordingPlaylistResponseObject, error) {
-	b, err := c.box(req.ID)
+func (bs *Browsers) GetBrowserRecordingPlaylist(ctx context.Context, req gen.GetBrowserRecordingPlaylistRequestObject) (gen.GetBrowserRecordingPlaylistResponseObject, error) {
+	b, err := bs.host.Box(req.ID)
 	if err != nil {
 		return nil, err
 	}
-	rs := c.s.browsers.recs
+	rs := bs.recs
 	rec, err := rs.view(b.ID, req.RecordingID)
 	if err != nil {
 		return nil, err
@@ -601,27 +601,27 @@ func (c *controlPlane) GetBrowserRecordingPlaylist(ctx context.Context, req gen.
 func (rs *recordings) serveSegment(w http.ResponseWriter, r *http.Request) {
 	id, rid, name := r.PathValue("id"), r.PathValue("rid"), r.PathValue("name")
 	if !segmentName.MatchString(name) {
-		api.WriteError(w, http.StatusNotFound, "no such segment")
+		api.Error(w, errdefs.NotFound("no such segment"))
 		return
 	}
-	b, err := rs.bs.s.db.Box(id)
+	b, err := rs.bs.db.Box(id)
 	if err != nil {
-		api.StoreError(rs.bs.s.log, w, err)
+		api.StoreError(rs.bs.host.Logger(), w, err)
 		return
 	}
 	if _, err := rs.view(b.ID, rid); err != nil {
-		api.WriteError(w, api.Status(err), err.Error())
+		api.Error(w, err)
 		return
 	}
 	f, err := os.Open(filepath.Join(rs.dir(b.ID, rid), name))
 	if err != nil {
-		api.WriteError(w, http.StatusNotFound, "no such segment")
+		api.Error(w, errdefs.NotFound("no such segment"))
 		return
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		api.WriteError(w, http.StatusInternalServerError, err.Error())
+		api.Error(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "video/mp2t")

@@ -1,4 +1,4 @@
-package local
+package browsers
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/upstash/box-go/local/internal/api"
 	"github.com/upstash/box-go/local/internal/browser"
+	"github.com/upstash/box-go/local/internal/errdefs"
 )
 
 // cdpSniff is how much of each DevTools message the relay holds to read
@@ -22,7 +23,7 @@ const cdpSniff = 64 << 10
 func relayCDP(ctx context.Context, w http.ResponseWriter, r *http.Request, dialBrowser func(context.Context) (*websocket.Conn, error), watch *browser.ClientWatch) {
 	up, err := dialBrowser(ctx)
 	if err != nil {
-		api.WriteError(w, http.StatusBadGateway, "the box's browser is unreachable: "+err.Error())
+		api.Error(w, errdefs.Upstream("the box's browser is unreachable: %v", err))
 		return
 	}
 	defer up.CloseNow()

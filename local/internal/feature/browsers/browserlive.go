@@ -1,4 +1,4 @@
-package local
+package browsers
 
 import (
 	"context"
@@ -61,8 +61,8 @@ var liveViewPage = template.Must(template.New("live").Parse(`<!doctype html>
 </html>
 `))
 
-// serveLive serves the live view page.
-func (bs *browsers) serveLive(w http.ResponseWriter, r *http.Request) {
+// ServeLive serves the live view page.
+func (bs *Browsers) ServeLive(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
@@ -70,8 +70,8 @@ func (bs *browsers) serveLive(w http.ResponseWriter, r *http.Request) {
 	_ = liveViewPage.Execute(w, map[string]string{"Box": id})
 }
 
-// serveLiveWS pushes the screencast frames to a live view page.
-func (bs *browsers) serveLiveWS(w http.ResponseWriter, r *http.Request) {
+// ServeLiveWS pushes the screencast frames to a live view page.
+func (bs *Browsers) ServeLiveWS(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	tok, ok := bs.token(r, id, "live")
 	if !ok { // expired since the route's guard let it through
@@ -87,7 +87,7 @@ func (bs *browsers) serveLiveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer c.CloseNow()
-	defer bs.s.core.Busy(id)() // someone watches
+	defer bs.host.Busy(id)() // someone watches
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	stop := context.AfterFunc(bs.base, cancel)

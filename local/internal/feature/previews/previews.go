@@ -1,4 +1,4 @@
-package local
+package previews
 
 import (
 	"context"
@@ -45,14 +45,16 @@ var proxyPort = func() int {
 	return n
 }()
 
-// previews serves public URLs: requests whose Host is
+// Previews serves public URLs: requests whose Host is
 // {box-id}-{port}.{domain} are not API requests; they go, with the
 // preview's credentials checked, to the port inside the box. boxd reaches
 // the port through the box's agent, which connects to it on the box's own
 // loopback (the box's network namespace) and bridges the bytes, so two
 // boxes can both serve port 3000.
-type previews struct {
-	s        *Server
+type Previews struct {
+	host     Host
+	db       *store.Store
+	cfg      Config
 	base     *url.URL // Config.PublicURLBase, or nil
 	domain   string
 	errorLog *log.Logger
@@ -71,10 +73,12 @@ type previewKey struct {
 	port int
 }
 
-func newPreviews(s *Server) (*previews, error) {
-	pv := &previews{s: s, domain: defaultPreviewDomain, conns: map[previewKey]map[*previewConn]struct{}{}}
-	pv.errorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)
-	if raw := s.cfg.PublicURLBase; raw != "" {
+// New returns the public URLs feature. It fails on a BaseURL that is not
+// an http or https URL with a host and nothing else.
+func New(cfg Config) (*Previews, error) {
+	pv := &Previews{host: cfg.Host, db: cfg.Host.Store(), cfg: cfg, domain: defaultPreviewDomain, conns: map[previewKey]map[*previewConn]struct{}{}}
+	pv.errorLog = slog.NewLogLogger(cfg.Host.Logger().Handler(), slog.LevelDebug)
+	if raw := cfg.BaseURL; raw != "" {
 		u, err := url.Parse(raw)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.User != nil {
 			return nil, fmt.Errorf("PublicURLBase %q must be an http or https URL with a host and nothing else, such as http://preview.localhost:8989", raw)
@@ -99,21 +103,9 @@ func newPreviews(s *Server) (*previews, error) {
 	return pv, nil
 }
 
-// withPreviews serves public URL requests (by Host) and passes everything
-// else to api.
-func (s *Server) withPreviews(api http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if id, port, ok := s.net.previews.target(r.Host); ok {
-			s.net.previews.serve(w, r, id, port)
-			return
-		}
-		api.ServeHTTP(w, r)
-	})
-}
-
-// target parses a public URL's host, {box-id}-{port}.{domain}[:port],
+// Target parses a public URL's host, {box-id}-{port}.{domain}[:port],
 // case-insensitively.
-func (pv *previews) target(host string) (id string, port int, ok bool) {
+func (pv *Previews) Target(host string) (id string, port int, ok bool) {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
@@ -135,7 +127,7 @@ func (pv *previews) target(host string) (id string, port int, ok bool) {
 
 // url is the public URL of a box's port. Without Config.PublicURLBase it
 // names the port the API request came in on.
-func (pv *previews) url(ctx context.Context, id string, port int) string {
+func (pv *Previews) url(ctx context.Context, id string, port int) string {
 	host := fmt.Sprintf("%s-%d", id, port)
 	if pv.base != nil {
 		return pv.base.Scheme + "://" + host + "." + pv.base.Host
@@ -151,7 +143,7 @@ func (pv *previews) url(ctx context.Context, id string, port int) string {
 
 // listItem is a public URL as listed: which kinds of auth it has, never
 // their credentials.
-func (pv *previews) listItem(ctx context.Context, p *store.Preview) gen.PublicURLListItem {
+func (pv *Previews) listItem(ctx context.Context, p *store.Preview) gen.PublicURLListItem {
 	return gen.PublicURLListItem{
 		ID:          fmt.Sprintf("%s-%d", p.BoxID, p.Port),
 		Port:        p.Port,
@@ -162,7 +154,7 @@ func (pv *previews) listItem(ctx context.Context, p *store.Preview) gen.PublicUR
 	}
 }
 
-func (pv *previews) publicURL(ctx context.Context, p *store.Preview) gen.PublicURL {
+func (pv *Previews) publicURL(ctx context.Context, p *store.Preview) gen.PublicURL {
 	u := gen.PublicURL{URL: pv.url(ctx, p.BoxID, p.Port), Port: p.Port}
 	if p.Token != "" {
 		u.Token = wire.Ptr(p.Token)
@@ -184,7 +176,7 @@ func secret() string {
 // as the cloud does: the old ones stop working at once, and the
 // connections they opened are closed. bearer_token and basic_auth may both
 // be set; either credential then passes. A paused box is resumed.
-func (c *controlPlane) CreatePreview(ctx context.Context, req gen.CreatePreviewRequestObject) (gen.CreatePreviewResponseObject, error) {
+func (pv *Previews) CreatePreview(ctx context.Context, req gen.CreatePreviewRequestObject) (gen.CreatePreviewResponseObject, error) {
 	if req.Body == nil {
 		return nil, errdefs.Invalid("request body is required")
 	}
@@ -195,17 +187,16 @@ func (c *controlPlane) CreatePreview(ctx context.Context, req gen.CreatePreviewR
 	if port == proxyPort {
 		return nil, errdefs.Invalid("port %d is the box's egress proxy and cannot be exposed", port)
 	}
-	b, err := c.box(req.ID)
+	b, err := pv.host.Box(req.ID)
 	if err != nil {
 		return nil, err
 	}
 	if b.Status == "paused" {
-		if _, err := c.s.core.EnsureRunning(ctx, b); err != nil {
+		if _, err := pv.host.EnsureRunning(ctx, b); err != nil {
 			return nil, err
 		}
 	}
-	pv := c.s.net.previews
-	_, err = c.s.db.Preview(b.ID, port)
+	_, err = pv.db.Preview(b.ID, port)
 	replaced := err == nil
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, err
@@ -217,48 +208,48 @@ func (c *controlPlane) CreatePreview(ctx context.Context, req gen.CreatePreviewR
 	if basic {
 		p.Username, p.Password = previewUser, secret()
 	}
-	if err := c.s.db.PutPreview(p); err != nil {
+	if err := pv.db.PutPreview(p); err != nil {
 		return nil, err
 	}
 	if replaced {
 		pv.closePort(b.ID, port)
-		c.s.core.Logf(b.ID, "info", "system", fmt.Sprintf("public URL of port %d made again, with new credentials", port))
+		pv.host.Logf(b.ID, "info", "system", fmt.Sprintf("public URL of port %d made again, with new credentials", port))
 	} else {
-		c.s.core.Logf(b.ID, "info", "system", fmt.Sprintf("port %d exposed on a public URL", port))
+		pv.host.Logf(b.ID, "info", "system", fmt.Sprintf("port %d exposed on a public URL", port))
 	}
 	return gen.CreatePreview200JSONResponse(pv.publicURL(ctx, p)), nil
 }
 
-func (c *controlPlane) ListPreviews(ctx context.Context, req gen.ListPreviewsRequestObject) (gen.ListPreviewsResponseObject, error) {
-	b, err := c.box(req.ID)
+func (pv *Previews) ListPreviews(ctx context.Context, req gen.ListPreviewsRequestObject) (gen.ListPreviewsResponseObject, error) {
+	b, err := pv.host.Box(req.ID)
 	if err != nil {
 		return nil, err
 	}
-	ps, err := c.s.db.Previews(b.ID)
+	ps, err := pv.db.Previews(b.ID)
 	if err != nil {
 		return nil, err
 	}
 	out := gen.ListPreviews200JSONResponse{Previews: make([]gen.PublicURLListItem, 0, len(ps))}
 	for _, p := range ps {
-		out.Previews = append(out.Previews, c.s.net.previews.listItem(ctx, p))
+		out.Previews = append(out.Previews, pv.listItem(ctx, p))
 	}
 	return out, nil
 }
 
 // DeletePreview removes a public URL. It stops working at once: the
 // connections it carries, WebSockets included, are closed.
-func (c *controlPlane) DeletePreview(ctx context.Context, req gen.DeletePreviewRequestObject) (gen.DeletePreviewResponseObject, error) {
-	b, err := c.box(req.ID)
+func (pv *Previews) DeletePreview(ctx context.Context, req gen.DeletePreviewRequestObject) (gen.DeletePreviewResponseObject, error) {
+	b, err := pv.host.Box(req.ID)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.s.db.DeletePreview(b.ID, req.Port); errors.Is(err, store.ErrNotFound) {
+	if err := pv.db.DeletePreview(b.ID, req.Port); errors.Is(err, store.ErrNotFound) {
 		return nil, errdefs.NotFound("port %d of box %s has no public URL", req.Port, b.ID)
 	} else if err != nil {
 		return nil, err
 	}
-	c.s.net.previews.closePort(b.ID, req.Port)
-	c.s.core.Logf(b.ID, "info", "system", fmt.Sprintf("public URL of port %d deleted", req.Port))
+	pv.closePort(b.ID, req.Port)
+	pv.host.Logf(b.ID, "info", "system", fmt.Sprintf("public URL of port %d deleted", req.Port))
 	return gen.DeletePreview200JSONResponse(wire.Message("Preview deleted")), nil
 }
 
@@ -291,21 +282,17 @@ var (
 	errNotListening = errors.New("nothing listens on the port")
 )
 
-// DefaultPublicURLHold is how long a public URL request waits for its
-// port to listen when Config.PublicURLHold is zero.
-const DefaultPublicURLHold = 30 * time.Second
-
 // publicURLRetryAfter is the Retry-After, in seconds, of a public URL
 // request whose port did not listen within the hold.
 const publicURLRetryAfter = "5"
 
-// holdTime is the server's public URL hold; 0 means none.
-func (s *Server) holdTime() time.Duration {
-	switch d := s.cfg.PublicURLHold; {
+// holdTime is the public URL hold; 0 means none.
+func (pv *Previews) holdTime() time.Duration {
+	switch d := pv.cfg.Hold; {
 	case d < 0:
 		return 0
 	case d == 0:
-		return DefaultPublicURLHold
+		return DefaultHold
 	default:
 		return d
 	}
@@ -322,21 +309,21 @@ type hold struct {
 
 type holdKey struct{}
 
-// serve proxies one public URL request (or WebSocket) into the box. The
+// Serve proxies one public URL request (or WebSocket) into the box. The
 // credentials are checked before anything else, so a request without
 // them never wakes a paused box. Then the box is started or resumed, and
 // the request is held until something listens on the port, for up to
 // Config.PublicURLHold from its arrival; after that it is answered 503
 // with Retry-After, as the cloud does.
-func (pv *previews) serve(w http.ResponseWriter, r *http.Request, id string, port int) {
+func (pv *Previews) Serve(w http.ResponseWriter, r *http.Request, id string, port int) {
 	arrived := time.Now()
-	p, err := pv.s.db.Preview(id, port)
+	p, err := pv.db.Preview(id, port)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			api.WriteError(w, http.StatusNotFound, fmt.Sprintf("no public URL for port %d of box %s", port, id))
+			api.Error(w, errdefs.NotFound("no public URL for port %d of box %s", port, id))
 			return
 		}
-		api.StoreError(pv.s.log, w, err)
+		api.StoreError(pv.host.Logger(), w, err)
 		return
 	}
 	if !authorized(p, r) {
@@ -346,29 +333,29 @@ func (pv *previews) serve(w http.ResponseWriter, r *http.Request, id string, por
 		if p.Username != "" {
 			w.Header().Add("WWW-Authenticate", `Basic realm="box public URL", charset="UTF-8"`)
 		}
-		api.WriteError(w, http.StatusUnauthorized, "unauthorized")
+		api.Error(w, errdefs.Unauthenticated("unauthorized"))
 		return
 	}
-	b, err := pv.s.db.Box(id)
+	b, err := pv.db.Box(id)
 	if err != nil {
-		api.StoreError(pv.s.log, w, err)
+		api.StoreError(pv.host.Logger(), w, err)
 		return
 	}
-	if _, err := pv.s.core.EnsureRunning(r.Context(), b); err != nil {
+	if _, err := pv.host.EnsureRunning(r.Context(), b); err != nil {
 		switch {
 		case errors.Is(err, core.ErrBoxNotFound):
-			api.WriteError(w, http.StatusNotFound, "box not found")
+			api.Error(w, core.ErrBoxNotFound)
 		case r.Context().Err() != nil:
 		default:
-			api.WriteError(w, http.StatusServiceUnavailable, err.Error())
+			api.Error(w, errdefs.Unavailable("%v", err))
 		}
 		return
 	}
-	defer pv.s.core.Busy(b.ID)()
+	defer pv.host.Busy(b.ID)()
 	// The Authorization header goes on to the app unless it is boxd's:
 	// the URL's own credential, or boxd's API key as a bearer token.
-	stripAuth := p.Token != "" || p.Username != "" || pv.s.carriesKey(r, true)
-	held := pv.s.holdTime()
+	stripAuth := p.Token != "" || p.Username != "" || pv.cfg.IsAPICredential(r)
+	held := pv.holdTime()
 	r = r.WithContext(context.WithValue(r.Context(), holdKey{}, &hold{until: arrived.Add(held), done: r.Context().Done()}))
 	rp := &httputil.ReverseProxy{
 		Transport:  pv.transport,
@@ -379,7 +366,7 @@ func (pv *previews) serve(w http.ResponseWriter, r *http.Request, id string, por
 			pr.Out.URL.Host = net.JoinHostPort(id, strconv.Itoa(port))
 			pr.Out.Host = pr.In.Host
 			pr.SetXForwarded()
-			pr.Out.Header.Del(headerAPIKey)
+			pr.Out.Header.Del(pv.cfg.APIKeyHeader)
 			if stripAuth {
 				pr.Out.Header.Del("Authorization")
 			}
@@ -393,15 +380,15 @@ func (pv *previews) serve(w http.ResponseWriter, r *http.Request, id string, por
 			switch {
 			case r.Context().Err() != nil:
 			case errors.Is(err, errPreviewGone):
-				api.WriteError(w, http.StatusNotFound, fmt.Sprintf("no public URL for port %d of box %s", port, id))
-			case api.Status(err) == http.StatusNotFound:
-				api.WriteError(w, http.StatusNotFound, "box not found") // deleted since it was found
+				api.Error(w, errdefs.NotFound("no public URL for port %d of box %s", port, id))
+			case errors.Is(err, errdefs.ErrNotFound), errors.Is(err, store.ErrNotFound):
+				api.Error(w, core.ErrBoxNotFound) // deleted since it was found
 			case errors.Is(err, errNotListening):
 				unavailable(w, r, fmt.Sprintf("nothing listened on port %d of box %s within %s; try again", port, id, held))
 			case errors.As(err, &ae):
-				api.WriteError(w, http.StatusBadGateway, ae.Message)
+				api.Error(w, errdefs.Upstream("%s", ae.Message))
 			default:
-				api.WriteError(w, http.StatusBadGateway, fmt.Sprintf("port %d of box %s is unreachable: %v", port, id, err))
+				api.Error(w, errdefs.Upstream("port %d of box %s is unreachable: %v", port, id, err))
 			}
 		},
 	}
@@ -414,11 +401,11 @@ func unavailable(w http.ResponseWriter, r *http.Request, msg string) {
 	w.Header().Set("Retry-After", publicURLRetryAfter)
 	w.Header().Set("Cache-Control", "no-store")
 	if !strings.Contains(r.Header.Get("Accept"), "text/html") {
-		api.WriteError(w, http.StatusServiceUnavailable, msg)
+		api.Error(w, errdefs.Unavailable("%s", msg))
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.WriteHeader(http.StatusServiceUnavailable)
+	w.WriteHeader(api.Status(errdefs.Unavailable("%s", msg)))
 	fmt.Fprintf(w, "<!doctype html>\n<html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"%s\"><title>Starting</title></head>\n<body><p>%s</p><p>This page reloads itself.</p></body></html>\n",
 		publicURLRetryAfter, html.EscapeString(msg))
 }
@@ -441,16 +428,16 @@ func (bp *bufPool) Put(b []byte) { bp.p.Put(&b) }
 // nothing listens on the port yet and the request holds (see serve), it
 // tries again, more slowly each time, until the port listens, the hold
 // runs out (errNotListening) or the request ends.
-func (pv *previews) dial(ctx context.Context, id string, port int) (net.Conn, error) {
+func (pv *Previews) dial(ctx context.Context, id string, port int) (net.Conn, error) {
 	h, _ := ctx.Value(holdKey{}).(*hold)
 	wait := 20 * time.Millisecond
 	for {
 		// A public URL deleted since the request was routed must not
 		// open a new connection.
-		if _, err := pv.s.db.Preview(id, port); err != nil {
+		if _, err := pv.db.Preview(id, port); err != nil {
 			return nil, errPreviewGone
 		}
-		c, err := pv.s.dialBox(ctx, id, port)
+		c, err := pv.dialBox(ctx, id, port)
 		if err == nil {
 			return pv.track(previewKey{id, port}, c)
 		}
@@ -480,10 +467,19 @@ func (pv *previews) dial(ctx context.Context, id string, port int) (net.Conn, er
 	}
 }
 
+// dialBox connects to port inside box id through its agent.
+func (pv *Previews) dialBox(ctx context.Context, id string, port int) (net.Conn, error) {
+	ac, err := pv.host.Agent(id) // serve started the box
+	if err != nil {
+		return nil, err
+	}
+	return ac.DialPort(ctx, port)
+}
+
 // previewConn is a bridged connection to a box's port.
 type previewConn struct {
 	net.Conn
-	pv   *previews
+	pv   *Previews
 	key  previewKey
 	once sync.Once
 }
@@ -504,7 +500,7 @@ func (c *previewConn) Close() error {
 
 func (c *previewConn) CloseWrite() error { return egress.CloseWrite(c.Conn) }
 
-func (pv *previews) track(k previewKey, c net.Conn) (net.Conn, error) {
+func (pv *Previews) track(k previewKey, c net.Conn) (net.Conn, error) {
 	pc := &previewConn{Conn: c, pv: pv, key: k}
 	pv.mu.Lock()
 	defer pv.mu.Unlock()
@@ -522,7 +518,7 @@ func (pv *previews) track(k previewKey, c net.Conn) (net.Conn, error) {
 }
 
 // closeWhere closes the tracked connections whose key passes match.
-func (pv *previews) closeWhere(match func(previewKey) bool) {
+func (pv *Previews) closeWhere(match func(previewKey) bool) {
 	pv.mu.Lock()
 	var cs []*previewConn
 	for k, m := range pv.conns {
@@ -539,16 +535,16 @@ func (pv *previews) closeWhere(match func(previewKey) bool) {
 }
 
 // closePort closes every connection of a box port's public URL.
-func (pv *previews) closePort(id string, port int) {
+func (pv *Previews) closePort(id string, port int) {
 	pv.closeWhere(func(k previewKey) bool { return k == previewKey{id, port} })
 }
 
-// closeBox closes every public URL connection of a box.
-func (pv *previews) closeBox(id string) {
+// CloseBox closes every public URL connection of a box.
+func (pv *Previews) CloseBox(id string) {
 	pv.closeWhere(func(k previewKey) bool { return k.box == id })
 }
 
-func (pv *previews) close() {
+func (pv *Previews) Close() {
 	pv.mu.Lock()
 	pv.closed = true
 	pv.mu.Unlock()

@@ -1,0 +1,68 @@
+// Package browsers is the browser feature: the Chromium of a browser box,
+// started in the box with it, driven through tabs, content, screenshots,
+// screencasts and the AI operations (extract, observe, act), reached by
+// CDP and live view URLs that carry a token of their own, and recorded as
+// HLS (recordings.go). It owns the box's Chromium process, the URL
+// tokens, and the recording records and files. It reaches boxes only
+// through its Host; its raw HTTP handlers (CDP, live view, segments)
+// answer through the API edge (package api), and its operations return
+// errdefs kinds.
+package browsers
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/upstash/box-go/local/internal/agent"
+	"github.com/upstash/box-go/local/internal/core"
+	"github.com/upstash/box-go/local/internal/sandbox"
+	"github.com/upstash/box-go/local/internal/store"
+)
+
+// Host is what the browsers need of boxd's core.
+type Host interface {
+	// Box returns the record of a box, or an error of kind not found.
+	Box(idOrName string) (*store.Box, error)
+	// EnsureRunning starts box b if it is not running and returns the
+	// client of its agent.
+	EnsureRunning(ctx context.Context, b *store.Box) (*agent.Client, error)
+	// Running returns the client of a box's agent when the box runs now.
+	Running(id string) (*agent.Client, bool)
+	// Agent returns the client of the agent of a box that has run.
+	Agent(id string) (*agent.Client, error)
+	// Busy marks a box in use until done is called.
+	Busy(id string) (done func())
+	// Layout is where a box's files are (recordings live there).
+	Layout(id string) sandbox.Layout
+	// Logf appends an entry to a box's log.
+	Logf(boxID, level, source, msg string)
+	Logger() *slog.Logger
+	// Clock times the URL tokens.
+	Clock() core.Clock
+	// Context is boxd's lifetime; live views and proxies end with it.
+	Context() context.Context
+	Store() *store.Store
+}
+
+// Config configures the feature.
+type Config struct {
+	Host Host
+	// ChromiumPath: see local.Config.ChromiumPath.
+	ChromiumPath string
+	Isolation    sandbox.Mode
+	// ProviderURLs are the operator's model provider URLs, for the AI
+	// operations.
+	ProviderURLs map[string]string
+}
+
+// ForgetBox ends the active recording of a deleted box and deletes its
+// recording records.
+func (bs *Browsers) ForgetBox(id string) { bs.recs.forgetBox(id) }
+
+// ServeSegment serves one HLS segment of a recording.
+func (bs *Browsers) ServeSegment(w http.ResponseWriter, r *http.Request) { bs.recs.serveSegment(w, r) }
+
+// CheckProviderURLs checks the operator's model provider URLs (see
+// local.Config.ModelProviderURLs).
+func CheckProviderURLs(urls map[string]string) error { return checkProviderURLs(urls) }
