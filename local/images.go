@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/upstash/box-go/local/internal/boxes"
 	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/image"
@@ -77,8 +78,8 @@ func newImages(s *Server) (*images, error) {
 		return nil, fmt.Errorf("root %q needs isolation %q; without it, boxes run on the host's /usr (root %q)", RootImage, IsolationBwrap, RootHost)
 	}
 	for rt, ref := range s.cfg.Images {
-		if !slices.Contains(runtimes, rt) {
-			return nil, fmt.Errorf("images: unknown runtime %q (want one of %s)", rt, strings.Join(runtimes, ", "))
+		if !slices.Contains(boxes.Runtimes, rt) {
+			return nil, fmt.Errorf("images: unknown runtime %q (want one of %s)", rt, strings.Join(boxes.Runtimes, ", "))
 		}
 		im.refs[rt] = ref
 	}
@@ -111,17 +112,17 @@ func (im *images) describe() string {
 		return "boxes run on the host's /usr (root " + RootHost + "): their runtime is recorded, not installed"
 	}
 	var parts []string
-	for _, rt := range runtimes {
+	for _, rt := range boxes.Runtimes {
 		parts = append(parts, rt+"="+im.refs[rt])
 	}
 	return "boxes run in their runtime's image (root " + RootImage + "): " + strings.Join(parts, " ")
 }
 
-// forCreate pulls (or finds) the image of a new box's runtime and returns
+// ForCreate pulls (or finds) the image of a new box's runtime and returns
 // its id, with a release to call once the box is recorded. In RootHost
 // mode there is none, and neither is there for a box with a browser: the
 // browser is the host's Chromium, which runs on the host's /usr.
-func (im *images) forCreate(ctx context.Context, runtime string, browser bool) (string, func(), error) {
+func (im *images) ForCreate(ctx context.Context, runtime string, browser bool) (string, func(), error) {
 	if im.mode != RootImage || browser {
 		return "", func() {}, nil
 	}

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/upstash/box-go/local/internal/api"
+	"github.com/upstash/box-go/local/internal/boxes"
 	"github.com/upstash/box-go/local/internal/cgroup"
 	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/feature/agentrun"
@@ -221,6 +222,7 @@ type Server struct {
 	log         *slog.Logger
 	db          *store.Store
 	core        *core.Core
+	boxes       *boxes.Boxes
 	runs        *agentrun.Runs
 	net         *network
 	images      *images
@@ -389,11 +391,12 @@ func New(cfg Config) (*Server, error) {
 	s.schedules = schedules.New(schedules.Config{Host: s.core, Runs: s.runs, Webhooks: s.webhooks})
 	s.schedules.Start()
 	s.onClose(s.schedules.Close)
+	s.boxes = boxes.New(boxes.Config{Core: s.core, Images: s.images, PolicyChanged: s.net.policyChanged})
 	s.snapshots = snapshots.New(snapshots.Config{
 		Host:           s.core,
 		Dir:            filepath.Join(cfg.DataDir, "snapshots"),
-		ValidateCreate: validateCreate,
-		CreateBox:      (&controlPlane{s: s}).create,
+		ValidateCreate: boxes.ValidateCreate,
+		CreateBox:      s.boxes.Create,
 	})
 	s.git = git.New(git.Config{Host: s.core, GitHubURL: cfg.GitHubURL, GitHubAPIURL: cfg.GitHubAPIURL})
 	s.handler = s.withPreviews(s.routes())
