@@ -51,7 +51,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -239,14 +238,9 @@ func start(o *options) (_ *Server, err error) {
 	for _, f := range o.configure {
 		f(&cfg)
 	}
-	srv, err := local.New(cfg)
+	srv, l, err := local.Listen(cfg, "127.0.0.1:0")
 	if err != nil {
 		return nil, err
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		srv.Close()
-		return nil, fmt.Errorf("listen: %w", err)
 	}
 	s := &Server{srv: srv, url: "http://" + l.Addr().String(), apiKey: key, dir: o.dataDir, removeDir: removeDir, isolation: o.isolation, fallback: fallback}
 	s.hs = &http.Server{Handler: srv, ReadHeaderTimeout: 30 * time.Second}

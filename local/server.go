@@ -506,6 +506,25 @@ func (s *Server) isOwnPort(port uint16) bool {
 	return ok
 }
 
+// Listen is boxd's one start-up for a program that serves it (cmd/boxd,
+// box serve, boxtest): New, then a TCP listener on addr, whose port is
+// out of every box's reach from the start. The caller serves l (Serve, or
+// an http.Server of its own with the Server as its handler) and closes
+// the Server; a listen that fails closes it.
+func Listen(cfg Config, addr string) (*Server, net.Listener, error) {
+	srv, err := New(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		srv.Close()
+		return nil, nil, fmt.Errorf("boxd: listen: %w", err)
+	}
+	srv.ownPort(l.Addr())
+	return srv, l, nil
+}
+
 // Serve accepts connections on l until ctx ends, then shuts down.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	s.ownPort(l.Addr())

@@ -129,11 +129,12 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 	// cleanly once it has said it is listening.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv, err := local.New(local.Config{DataDir: *data, APIKey: key, Isolation: *isolation, Logger: log, GitHubURL: *githubURL, GitHubAPIURL: *githubAPIURL, AllowHostLoopback: *hostLoopback, ModelProviderURLs: providers, IdlePause: idle, Root: *root, Images: images, MinFreeDisk: cmp.Or(minFree, -1), MaxImageSize: cmp.Or(maxImage, -1)})
+	srv, l, err := local.Listen(local.Config{DataDir: *data, APIKey: key, Isolation: *isolation, Logger: log, GitHubURL: *githubURL, GitHubAPIURL: *githubAPIURL, AllowHostLoopback: *hostLoopback, ModelProviderURLs: providers, IdlePause: idle, Root: *root, Images: images, MinFreeDisk: cmp.Or(minFree, -1), MaxImageSize: cmp.Or(maxImage, -1)}, *addr)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
+	defer l.Close()
 	if *prune {
 		gone, err := srv.PruneImages()
 		var freed int64
@@ -146,14 +147,9 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("-prune-images: %w", err)
 		}
 	}
-	l, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return err
-	}
 	var sshL net.Listener
 	if *sshAddr != "" {
 		if sshL, err = net.Listen("tcp", *sshAddr); err != nil {
-			l.Close()
 			return fmt.Errorf("-ssh-addr: %w", err)
 		}
 	}
