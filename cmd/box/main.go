@@ -18,12 +18,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -162,6 +164,59 @@ func (a *app) completeBoxes(cmd *cobra.Command, args []string, _ string) ([]cobr
 		out = append(out, cobra.CompletionWithDesc(in.ID, safe(desc)))
 	}
 	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+// completeCp completes the arguments of box cp: box ids (as "id:"),
+// then paths in that box; anything that looks like a local path is left
+// to the shell.
+func (a *app) completeCp(cmd *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	side := parseSide(toComplete)
+	if side.box == "" {
+		if strings.ContainsAny(toComplete, "/.~") {
+			return nil, cobra.ShellCompDirectiveDefault
+		}
+		ids, dir := a.completeBoxes(cmd, nil, toComplete)
+		if dir == cobra.ShellCompDirectiveError {
+			return nil, cobra.ShellCompDirectiveDefault
+		}
+		var out []cobra.Completion
+		for _, c := range ids {
+			id, desc, _ := strings.Cut(c, "\t")
+			if strings.HasPrefix(id, toComplete) {
+				out = append(out, cobra.CompletionWithDesc(id+":", desc))
+			}
+		}
+		// Local files too: the shell offers both.
+		return out, cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveDefault
+	}
+	cl, err := a.api()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
+	defer cancel()
+	b, err := cl.Get(ctx, side.box, nil)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError
+	}
+	dir, base := path.Split(side.path)
+	entries, err := b.Files.List(ctx, cmp.Or(dir, "."))
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out []cobra.Completion
+	for _, e := range entries {
+		// A name that would need escaping is no word a shell could take.
+		if !strings.HasPrefix(e.Name, base) || safe(e.Name) != e.Name || strings.ContainsAny(e.Name, " \t'\"\\$`") {
+			continue
+		}
+		c := side.box + ":" + dir + e.Name
+		if e.IsDir {
+			c += "/"
+		}
+		out = append(out, c)
+	}
+	return out, cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp
 }
 
 // api returns the client, made on first use.

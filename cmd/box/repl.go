@@ -319,7 +319,7 @@ func (a *app) replFiles(ctx context.Context, b *box.Box, rest string) error {
 		if local == "" {
 			return errors.New("files upload needs a local path")
 		}
-		return a.upload(ctx, local, remote{box: b.ID(), path: join(b, strings.TrimSpace(dest))})
+		return a.upload(ctx, local, remote{box: b.ID(), path: join(b, strings.TrimSpace(dest))}, false)
 	case "download":
 		p, local, _ := strings.Cut(args, " ")
 		if p == "" {
@@ -328,7 +328,7 @@ func (a *app) replFiles(ctx context.Context, b *box.Box, rest string) error {
 		if local = strings.TrimSpace(local); local == "" {
 			local = "."
 		}
-		return a.download(ctx, remote{box: b.ID(), path: join(b, p)}, local)
+		return a.download(ctx, remote{box: b.ID(), path: join(b, p)}, local, false)
 	}
 	return fmt.Errorf("files %q: use read, write, list, upload or download", sub)
 }
