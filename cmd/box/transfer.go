@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,15 +18,26 @@ import (
 
 	"github.com/upstash/box-go/box"
 	"github.com/upstash/box-go/internal/terminal"
+	"github.com/upstash/box-go/session"
 )
 
 func (a *app) execCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "exec <box-id> -- <command> [args...]",
+	var stdin, tty bool
+	var workdir string
+	var envs []string
+	c := &cobra.Command{
+		Use:   "exec [-i] [-t] [-w dir] [-e KEY=VALUE]... <box-id> -- <command> [args...]",
 		Short: "Run a command in a box, with its stdout and stderr, and its exit status",
-		Long: `Run a command in a box. Its standard output and standard error stay apart,
-standard input is passed on when it is not a terminal, and box exits with
-the command's own status, so that it works in scripts and CI.`,
+		Long: `Run a program in a box (no shell: write sh -c '...' for one). Its standard
+output and standard error stay apart, and box exits with the command's
+own status: 127 when the program is not there, 126 when it cannot run,
+128+n when a signal n ended it. Standard input reaches the command when
+it is not a terminal, or with -i when it is; -t gives the command a
+terminal (raw keys, the window's size) and implies -i.
+
+With --json, the output is collected and printed once the command ends,
+as {"exit_code", "stdout", "stderr"} (invalid UTF-8 shows as U+FFFD);
+box still exits with the command's status.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 || cmd.ArgsLenAtDash() != 1 {
 				return usageError{errors.New("expected a box id, then -- and the command")}
@@ -33,16 +45,34 @@ the command's own status, so that it works in scripts and CI.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			env, err := parseEnv("-e", envs)
+			if err != nil {
+				return err
+			}
+			if tty && !a.interactive() {
+				return usageError{errors.New("-t needs a terminal on standard input")}
+			}
+			if tty && a.json {
+				return usageError{errors.New("--json collects the output, and cannot go with -t")}
+			}
 			b, err := a.getBox(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			p := terminal.Params{Argv: args[1:], Stdout: a.stdout, Stderr: a.stderr}
-			if !a.interactive() {
+			p := terminal.Params{Argv: args[1:], Cwd: workdir, Env: env, Stdout: a.stdout, Stderr: a.stderr, TTY: tty}
+			if stdin || tty || !a.interactive() {
 				p.Stdin = a.stdin
 			}
-			code, err := terminal.Run(cmd.Context(), b, p)
+			if !a.json {
+				return a.runIn(cmd.Context(), b, p)
+			}
+			var out, errb bytes.Buffer
+			p.Stdout, p.Stderr = &out, &errb
+			code, err := runCode(cmd.Context(), b, p)
 			if err != nil {
+				return err
+			}
+			if err := a.printJSON(map[string]any{"exit_code": code, "stdout": out.String(), "stderr": errb.String()}); err != nil {
 				return err
 			}
 			if code != 0 {
@@ -51,33 +81,91 @@ the command's own status, so that it works in scripts and CI.`,
 			return nil
 		},
 	}
+	c.Flags().BoolVarP(&stdin, "interactive", "i", false, "pass standard input on when it is a terminal too")
+	c.Flags().BoolVarP(&tty, "tty", "t", false, "run the command in a terminal (implies -i)")
+	c.Flags().StringVarP(&workdir, "workdir", "w", "", "the command's working directory (relative ones from /workspace/home)")
+	c.Flags().StringArrayVarP(&envs, "env", "e", nil, "an environment variable for the command, KEY=VALUE (repeatable)")
+	return c
+}
+
+// parseEnv checks KEY=VALUE entries given with flag.
+func parseEnv(flag string, kvs []string) ([]string, error) {
+	for _, kv := range kvs {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return nil, usageError{fmt.Errorf("%s %q is not KEY=VALUE", flag, kv)}
+		}
+	}
+	return kvs, nil
+}
+
+// runIn runs p in b and ends box with its exit status.
+func (a *app) runIn(ctx context.Context, b *box.Box, p terminal.Params) error {
+	code, err := runCode(ctx, b, p)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return exitError{code}
+	}
+	return nil
+}
+
+// runCode runs p in b and returns its exit status. A program that cannot
+// start is a status, as a shell gives it: 127 when it is not there, 126
+// when it is but cannot run, with the reason on p.Stderr.
+func runCode(ctx context.Context, b *box.Box, p terminal.Params) (int, error) {
+	code, err := terminal.Run(ctx, b, p)
+	var se *session.ServerError
+	if errors.As(err, &se) && strings.HasPrefix(se.Message, "cannot start ") {
+		code = 126
+		if strings.Contains(se.Message, "not found") || strings.Contains(se.Message, "no such file") {
+			code = 127
+		}
+		if p.Stderr != nil {
+			fmt.Fprintf(p.Stderr, "box: %s\n", safe(se.Message))
+		}
+		return code, nil
+	}
+	return code, err
 }
 
 func (a *app) shellCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "shell [box-id]",
-		Short: "Open an interactive shell in a box (the newest one when no id is given)",
-		Args:  rangeArgs(0, 1, "at most one box id"),
+		Use:   "shell [box-id] [-- command [args...]]",
+		Short: "Open an interactive shell in a box (the newest one when no id is given), or run a command in a terminal",
+		Long: `Open a login shell in a box, in a terminal: the newest box when no id is
+given. After --, the command given runs instead, in a terminal when
+standard input is one. box exits with the shell's or the command's status.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			ids := len(args)
+			if d := cmd.ArgsLenAtDash(); d >= 0 {
+				ids = d
+				if d == len(args) {
+					return usageError{errors.New("expected a command after --")}
+				}
+			}
+			if ids > 1 {
+				return usageError{errors.New("expected at most one box id (and a command after --)")}
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			b, err := a.boxOrNewest(ctx, args)
+			ids, argv := args, []string{"sh", "-c", "command -v bash >/dev/null 2>&1 && exec bash -l; exec sh -l"}
+			if d := cmd.ArgsLenAtDash(); d >= 0 {
+				ids, argv = args[:d], args[d:]
+			}
+			b, err := a.boxOrNewest(ctx, ids)
 			if err != nil {
 				return err
 			}
-			code, err := terminal.Run(ctx, b, terminal.Params{
-				Argv:   []string{"sh", "-c", "command -v bash >/dev/null 2>&1 && exec bash -l; exec sh -l"},
+			return a.runIn(ctx, b, terminal.Params{
+				Argv:   argv,
 				Stdin:  a.stdin,
 				Stdout: a.stdout,
 				Stderr: a.stderr,
 				TTY:    a.interactive(),
 			})
-			if err != nil {
-				return err
-			}
-			if code != 0 {
-				return exitError{code}
-			}
-			return nil
 		},
 	}
 }
