@@ -2,6 +2,7 @@ package main
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -351,11 +352,15 @@ func (a *app) uploadTar(ctx context.Context, b *box.Box, src, dest string, follo
 		}
 	}}
 	werr := func() error {
-		tarw := tar.NewWriter(t.stdin)
+		bw := bufio.NewWriterSize(t.stdin, 1<<20)
+		tarw := tar.NewWriter(bw)
 		if err := tw.write(tarw, src, path.Base(dest), follow); err != nil {
 			return err
 		}
-		return tarw.Close()
+		if err := tarw.Close(); err != nil {
+			return err
+		}
+		return bw.Flush()
 	}()
 	// The stream ends either way: tar in the box then exits, with what
 	// it says of a cut archive when werr is set.
@@ -387,6 +392,10 @@ type unpacker struct {
 
 	dirs  []dirMeta
 	links []*tar.Header
+	made  map[string]bool // directories known to be there
+
+	last     *os.Root // the directory files were last written to
+	lastName string
 }
 
 // dirMeta is what a directory gets once everything in it is written.
@@ -426,6 +435,7 @@ func (u *unpacker) local(name string) (string, error) {
 }
 
 func (u *unpacker) unpack(r io.Reader) error {
+	defer u.closeDir()
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
@@ -443,7 +453,7 @@ func (u *unpacker) unpack(r io.Reader) error {
 		mode := h.FileInfo().Mode()
 		switch h.Typeflag {
 		case tar.TypeDir:
-			if err := u.root.MkdirAll(name, 0o700); err != nil {
+			if err := u.mkdirAll(name); err != nil {
 				u.w.skip(u.boxName(h.Name), err.Error())
 				continue
 			}
@@ -457,9 +467,9 @@ func (u *unpacker) unpack(r io.Reader) error {
 			u.stats.entries++
 		case tar.TypeReg, tar.TypeRegA:
 			if err := u.file(tr, name, mode, h.ModTime); err != nil {
-				var pe *fs.PathError
-				if !errors.As(err, &pe) {
-					return err
+				var fe *fatalError
+				if errors.As(err, &fe) {
+					return fe.err
 				}
 				u.w.skip(u.boxName(h.Name), err.Error())
 				continue
@@ -510,40 +520,86 @@ func kind(t byte) string {
 	return "an entry of type " + strconv.QuoteRune(rune(t))
 }
 
+// fatalError is a failure that ends a copy: the stream broke, or the
+// disk would not take it.
+type fatalError struct{ err error }
+
+func (e *fatalError) Error() string { return e.err.Error() }
+
 // file writes the content of r as name: under a temporary name beside it,
-// renamed into place when whole. A failure of this file alone is an
-// *fs.PathError.
+// renamed into place when whole. A failure that ends the copy is a
+// *fatalError; any other concerns this file alone.
 func (u *unpacker) file(r io.Reader, name string, mode fs.FileMode, mtime time.Time) error {
-	dir := filepath.Dir(name)
-	if err := u.root.MkdirAll(dir, 0o755); err != nil {
+	d, err := u.dir(filepath.Dir(name))
+	if err != nil {
 		return err
 	}
-	if fi, err := u.root.Lstat(name); err == nil && fi.IsDir() {
-		return &fs.PathError{Op: "copy", Path: filepath.Join(u.root.Name(), name), Err: errors.New("a directory is there")}
-	}
-	tmp := filepath.Join(dir, ".box-cp-"+strconv.FormatUint(rand.Uint64(), 36))
-	out, err := u.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	base := filepath.Base(name)
+	tmp := ".box-cp-" + strconv.FormatUint(rand.Uint64(), 36)
+	out, err := d.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}
 	if _, err := io.Copy(out, &countingReader{r: r, report: u.report}); err != nil {
 		out.Close()
-		_ = u.root.Remove(tmp)
-		return fmt.Errorf("reading the stream from the box: %w", err)
+		_ = d.Remove(tmp)
+		return &fatalError{fmt.Errorf("copying %s: %w", name, err)}
+	}
+	if err := out.Chmod(mode); err != nil {
+		out.Close()
+		_ = d.Remove(tmp)
+		return err
 	}
 	if err := out.Close(); err != nil {
-		_ = u.root.Remove(tmp)
+		_ = d.Remove(tmp)
+		return &fatalError{err}
+	}
+	_ = d.Chtimes(tmp, mtime, mtime)
+	if err := d.Rename(tmp, base); err != nil {
+		_ = d.Remove(tmp)
+		return err // a directory there, for one
+	}
+	return nil
+}
+
+// dir returns the directory name under root, made if missing, opened as
+// a root of its own: the files of one directory come one after another,
+// and each is then one step from it rather than a walk from the top.
+func (u *unpacker) dir(name string) (*os.Root, error) {
+	if u.last != nil && u.lastName == name {
+		return u.last, nil
+	}
+	if err := u.mkdirAll(name); err != nil {
+		return nil, err
+	}
+	d, err := u.root.OpenRoot(name)
+	if err != nil {
+		return nil, err
+	}
+	u.closeDir()
+	u.last, u.lastName = d, name
+	return d, nil
+}
+
+func (u *unpacker) closeDir() {
+	if u.last != nil {
+		u.last.Close()
+		u.last = nil
+	}
+}
+
+// mkdirAll makes the directory name and its parents, once.
+func (u *unpacker) mkdirAll(name string) error {
+	if u.made[name] {
+		return nil
+	}
+	if err := u.root.MkdirAll(name, 0o755); err != nil {
 		return err
 	}
-	_ = u.root.Chtimes(tmp, mtime, mtime)
-	if err := u.root.Chmod(tmp, mode); err != nil {
-		_ = u.root.Remove(tmp)
-		return err
+	if u.made == nil {
+		u.made = map[string]bool{}
 	}
-	if err := u.root.Rename(tmp, name); err != nil {
-		_ = u.root.Remove(tmp)
-		return err
-	}
+	u.made[name] = true
 	return nil
 }
 
@@ -605,7 +661,7 @@ func (a *app) downloadTar(ctx context.Context, b *box.Box, src, dest string, fol
 			_ = bar.Set64(done)
 		}
 	}}
-	uerr := u.unpack(t.stdout)
+	uerr := u.unpack(bufio.NewReaderSize(t.stdout, 1<<20))
 	if uerr != nil {
 		// What is left of the stream is not wanted: tar then stops.
 		go io.Copy(io.Discard, t.stdout)
@@ -668,11 +724,15 @@ func (a *app) relayTar(ctx context.Context, from *box.Box, src string, to *box.B
 		return "", false
 	}
 	rerr := func() error {
-		tr, tw := tar.NewReader(out.stdout), tar.NewWriter(in.stdin)
+		bw := bufio.NewWriterSize(in.stdin, 1<<20)
+		tr, tw := tar.NewReader(bufio.NewReaderSize(out.stdout, 1<<20)), tar.NewWriter(bw)
 		for {
 			h, err := tr.Next()
 			if err == io.EOF {
-				return tw.Close()
+				if err := tw.Close(); err != nil {
+					return err
+				}
+				return bw.Flush()
 			}
 			if err != nil {
 				return fmt.Errorf("reading the stream from %s: %w", from.ID(), err)
