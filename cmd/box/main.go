@@ -124,14 +124,20 @@ func (a *app) root() *cobra.Command {
 		a.createCmd(), a.connectCmd(), a.fromSnapshotCmd(),
 		a.listCmd(), a.getCmd(), a.rmCmd(), a.pauseCmd(), a.resumeCmd(), a.statusCmd(),
 		a.snapshotCmd(), a.urlCmd(), a.urlsCmd(), a.logsCmd(), a.envCmd(),
+		a.scheduleCmd(), a.runsCmd(), a.runCmd(),
 		a.execCmd(), a.shellCmd(), a.cpCmd(),
 		a.initDemoCmd(), a.serveCmd(), a.versionCmd(),
 	)
-	for _, c := range root.Commands() {
-		if strings.Contains(c.Use, "box-id") {
-			c.ValidArgsFunction = a.completeBoxes
+	var walk func(*cobra.Command)
+	walk = func(parent *cobra.Command) {
+		for _, c := range parent.Commands() {
+			if strings.Contains(c.Use, "box-id") && c.ValidArgsFunction == nil {
+				c.ValidArgsFunction = a.completeBoxes
+			}
+			walk(c)
 		}
 	}
+	walk(root)
 	return root
 }
 
