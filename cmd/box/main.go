@@ -73,6 +73,24 @@ func run(ctx context.Context, args []string, stdin *os.File, stdout, stderr io.W
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
+	code := statusOf(err)
+	var ee exitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+	case code == 2 && !serverRefusal(err):
+		fmt.Fprintf(stderr, "box: %s\nRun 'box --help' for usage.\n", safeLines(strings.TrimPrefix(a.redact(message(err)), "box: ")))
+	default:
+		fmt.Fprintln(stderr, "box: "+safeLines(strings.TrimPrefix(a.redact(message(err)), "box: ")))
+	}
+	return code
+}
+
+// statusOf is the exit status for err: 0 for none, a status box chose
+// (exec's, the command's), 2 for every kind of bad input (a command line
+// box cannot read, arguments the SDK refuses before sending, and the
+// server's 400 and 422), and 1 for any other failure.
+func statusOf(err error) int {
 	var ee exitError
 	var ue usageError
 	switch {
@@ -80,12 +98,17 @@ func run(ctx context.Context, args []string, stdin *os.File, stdout, stderr io.W
 		return 0
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.As(err, &ue) || cobraUsage(err):
-		fmt.Fprintf(stderr, "box: %s\nRun 'box --help' for usage.\n", safeLines(strings.TrimPrefix(a.redact(err.Error()), "box: ")))
+	case errors.As(err, &ue) || cobraUsage(err) || errors.Is(err, box.ErrInvalid) || serverRefusal(err):
 		return 2
 	}
-	fmt.Fprintln(stderr, "box: "+safeLines(strings.TrimPrefix(a.redact(message(err)), "box: ")))
 	return 1
+}
+
+// serverRefusal reports whether err is the server refusing a request as
+// malformed or invalid (400, 422).
+func serverRefusal(err error) bool {
+	var ae *box.Error
+	return errors.As(err, &ae) && (ae.StatusCode == 400 || ae.StatusCode == 422)
 }
 
 // message is how an error is printed: the API's own message first, then
@@ -128,6 +151,13 @@ func (a *app) root() *cobra.Command {
 		a.execCmd(), a.shellCmd(), a.cpCmd(),
 		a.initDemoCmd(), a.serveCmd(), a.versionCmd(),
 	)
+	// completion with a shell it does not know is bad input too (cobra
+	// prints its help and succeeds).
+	root.InitDefaultCompletionCmd()
+	if c, _, err := root.Find([]string{"completion"}); err == nil && c.Name() == "completion" {
+		c.Args = exactArgs(0, "a shell: bash, zsh, fish or powershell")
+		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	}
 	var walk func(*cobra.Command)
 	walk = func(parent *cobra.Command) {
 		for _, c := range parent.Commands() {

@@ -118,10 +118,19 @@ func (a *app) repl(ctx context.Context, b *box.Box) error {
 		in = &plainLines{sc}
 	}
 	defer in.close()
+	// Piped, the REPL is a script: it ends with the status of its first
+	// failure, as sh -e would tell it.
+	piped, first := !a.interactive(), 0
+	status := func() error {
+		if first != 0 {
+			return exitError{first}
+		}
+		return nil
+	}
 	for {
 		line, err := in.readLine(a.paint("36", b.ID()+":"+b.Cwd()) + "> ")
 		if err == io.EOF || errors.Is(err, readline.ErrInterrupt) {
-			return nil
+			return status()
 		}
 		if err != nil {
 			return err
@@ -135,14 +144,20 @@ func (a *app) repl(ctx context.Context, b *box.Box) error {
 		leave, err := a.replLine(lineCtx, b, line)
 		interrupted := lineCtx.Err() != nil && ctx.Err() == nil
 		stop()
+		var ee exitError
 		switch {
 		case interrupted:
 			fmt.Fprintln(a.stderr, a.paint("33", "interrupted"))
+		case errors.As(err, &ee):
+			// A command's status: already shown.
 		case err != nil:
-			fmt.Fprintf(a.stderr, "%s %s\n", a.paint("31", "error:"), safeLines(a.redact(err.Error())))
+			fmt.Fprintf(a.stderr, "%s %s\n", a.paint("31", "error:"), safeLines(a.redact(message(err))))
+		}
+		if piped && first == 0 && (err != nil || interrupted) {
+			first = max(1, statusOf(err))
 		}
 		if leave {
-			return nil
+			return status()
 		}
 	}
 }
@@ -160,7 +175,7 @@ func (a *app) replLine(ctx context.Context, b *box.Box, line string) (leave bool
 		// "delete the build directory" is a prompt, not a request to
 		// delete the box.
 		if rest != "" {
-			return false, fmt.Errorf("%s takes no arguments; to ask the agent, write: run %s", cmd, line)
+			return false, badLine("%s takes no arguments; to ask the agent, write: run %s", cmd, line)
 		}
 	}
 	switch cmd {
@@ -170,12 +185,12 @@ func (a *app) replLine(ctx context.Context, b *box.Box, line string) (leave bool
 		return true, nil
 	case "run":
 		if rest == "" {
-			return false, errors.New("run needs a prompt")
+			return false, badLine("run needs a prompt")
 		}
 		return false, a.runAgent(ctx, b, rest)
 	case "exec":
 		if rest == "" {
-			return false, errors.New("exec needs a command")
+			return false, badLine("exec needs a command")
 		}
 		return false, a.replExec(ctx, b, rest)
 	case "cd":
@@ -211,7 +226,7 @@ func (a *app) replLine(ctx context.Context, b *box.Box, line string) (leave bool
 		fmt.Fprintf(a.stdout, "deleted %s\n", safe(b.ID()))
 		return true, nil
 	default:
-		return false, fmt.Errorf("unknown command /%s: type help", cmd)
+		return false, badLine("unknown command /%s: type help", cmd)
 	}
 	return false, nil
 }
@@ -227,6 +242,7 @@ func (a *app) replExec(ctx context.Context, b *box.Box, command string) error {
 	}
 	if code := s.Run().ExitCode; code != 0 {
 		fmt.Fprintln(a.stdout, a.paint("33", fmt.Sprintf("exit %d", code)))
+		return exitError{code}
 	}
 	return nil
 }
@@ -276,14 +292,14 @@ func (a *app) replFiles(ctx context.Context, b *box.Box, rest string) error {
 	switch sub {
 	case "read":
 		if args == "" {
-			return errors.New("files read needs a path")
+			return badLine("files read needs a path")
 		}
 		_, err := b.Files.DownloadTo(ctx, args, a.stdout, nil)
 		return err
 	case "write":
 		p, text, ok := strings.Cut(args, " ")
 		if !ok || p == "" {
-			return errors.New("files write needs a path and text")
+			return badLine("files write needs a path and text")
 		}
 		return b.Files.WriteText(ctx, p, text+"\n")
 	case "list":
@@ -317,20 +333,20 @@ func (a *app) replFiles(ctx context.Context, b *box.Box, rest string) error {
 	case "upload":
 		local, dest, _ := strings.Cut(args, " ")
 		if local == "" {
-			return errors.New("files upload needs a local path")
+			return badLine("files upload needs a local path")
 		}
 		return a.upload(ctx, local, remote{box: b.ID(), path: join(b, strings.TrimSpace(dest))}, false)
 	case "download":
 		p, local, _ := strings.Cut(args, " ")
 		if p == "" {
-			return errors.New("files download needs a path")
+			return badLine("files download needs a path")
 		}
 		if local = strings.TrimSpace(local); local == "" {
 			local = "."
 		}
 		return a.download(ctx, remote{box: b.ID(), path: join(b, p)}, local, false)
 	}
-	return fmt.Errorf("files %q: use read, write, list, upload or download", sub)
+	return badLine("files %q: use read, write, list, upload or download", sub)
 }
 
 // join resolves p against b's working directory ("" stays "").
@@ -348,7 +364,7 @@ func (a *app) replGit(ctx context.Context, b *box.Box, rest string) error {
 	case "clone":
 		repo, dir, _ := strings.Cut(args, " ")
 		if repo == "" {
-			return errors.New("git clone needs a repository")
+			return badLine("git clone needs a repository")
 		}
 		err := a.spin("cloning", func() error {
 			return b.Git.Clone(ctx, &box.CloneParams{Repo: repo, Folder: strings.TrimSpace(dir)})
@@ -365,7 +381,7 @@ func (a *app) replGit(ctx context.Context, b *box.Box, rest string) error {
 		return err
 	case "create-pr":
 		if args == "" {
-			return errors.New("git create-pr needs a title")
+			return badLine("git create-pr needs a title")
 		}
 		pr, err := b.Git.CreatePR(ctx, &box.PRParams{Title: args})
 		if err != nil {
@@ -377,7 +393,7 @@ func (a *app) replGit(ctx context.Context, b *box.Box, rest string) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("git %q: use clone, diff or create-pr", sub)
+	return badLine("git %q: use clone, diff or create-pr", sub)
 }
 
 // completer completes the REPL's commands, and box paths after the
@@ -484,4 +500,10 @@ func (c *completer) paths(p string) ([][]rune, int) {
 		}
 	}
 	return completeNames(base, names, "/"), len([]rune(base))
+}
+
+// badLine is a REPL line that cannot be understood: bad input, as a
+// command line box cannot read is.
+func badLine(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
 }
