@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -144,15 +145,25 @@ func (f *createFlags) params(a *app) (*box.CreateParams, error) {
 // spin shows a spinner on standard error while fn runs, when that is a
 // terminal.
 func (a *app) spin(what string, fn func() error) error {
+	stop := a.spinner(what)
+	defer stop()
+	return fn()
+}
+
+// spinner shows a spinner on standard error, when that is a terminal,
+// until stop is called (stop may be called more than once).
+func (a *app) spinner(what string) (stop func()) {
 	f, ok := a.stderr.(*os.File)
 	if !ok || !term.IsTerminal(int(f.Fd())) || a.json {
-		return fn()
+		return func() {}
 	}
 	bar := progressbar.NewOptions(-1, progressbar.OptionSetWriter(f), progressbar.OptionSetDescription(what),
 		progressbar.OptionSpinnerType(14), progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(80*time.Millisecond))
 	_ = bar.RenderBlank() // at once, not a tick later
 	done := make(chan struct{})
+	finished := make(chan struct{})
 	go func() {
+		defer close(finished)
 		t := time.NewTicker(80 * time.Millisecond)
 		defer t.Stop()
 		for {
@@ -164,10 +175,14 @@ func (a *app) spin(what string, fn func() error) error {
 			}
 		}
 	}()
-	err := fn()
-	close(done)
-	_ = bar.Finish()
-	return err
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(done)
+			<-finished
+			_ = bar.Finish()
+		})
+	}
 }
 
 // started prints a box just made or reached, then runs the REPL unless

@@ -52,6 +52,9 @@ type app struct {
 	// secrets are values given on the command line that are never
 	// printed (provider keys, git tokens).
 	secrets []string
+	// homes are the home directories of boxes, by id, as the REPL
+	// learnt them for ~ and $HOME.
+	homes map[string]string
 }
 
 // exitError ends the command with a status of its own (box exec returns
