@@ -209,8 +209,8 @@ func (a *app) repl(ctx context.Context, b *box.Box) error {
 				lineLen.Store(int64(len(line)))
 				return nil, 0, false
 			}),
-			Stdout:          a.stdout,
-			Stderr:          a.stderr,
+			Stdout: a.stdout,
+			Stderr: a.stderr,
 		})
 		if err != nil {
 			return err
