@@ -761,6 +761,9 @@ func TestDeleteDuringExec(t *testing.T) {
 	b := newBox(t, srv, nil)
 	fg, bg := marker(), marker()
 	root := filepath.Join(srv.DataDir(), "boxes", b.ID())
+	// The box runs before the exec: its start, which takes what it takes
+	// on a busy machine, is not what this test is about.
+	mustExec(t, b, "true")
 
 	type outcome struct {
 		r   response
@@ -771,8 +774,18 @@ func TestDeleteDuringExec(t *testing.T) {
 		r, err := c.send(t.Context(), "POST", "/v2/box/"+b.ID()+"/exec", execBody("sleep "+bg+" & sleep "+fg+"; echo finished"), nil)
 		done <- outcome{r, err}
 	}()
-	if !waitFor(10*time.Second, func() bool { return len(procsWith("sleep "+fg)) > 0 && len(procsWith("sleep "+bg)) > 0 }) {
-		t.Fatal("the exec's sleeps did not start")
+	// The sleeps start, or the exec ends first, which is wrong: the sleeps
+	// last 3,000 seconds. (The bound only keeps a broken boxd from
+	// hanging the test.)
+	hang := time.After(2 * time.Minute)
+	for len(procsWith("sleep "+fg)) == 0 || len(procsWith("sleep "+bg)) == 0 {
+		select {
+		case o := <-done:
+			t.Fatalf("the exec ended before its sleeps were seen: %v %s", o.err, o.r)
+		case <-hang:
+			t.Fatal("the exec's sleeps did not start in 2 minutes")
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 
 	start := time.Now()

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -52,6 +53,8 @@ type snapshotView struct {
 	SizeBytes int64     `json:"size_bytes"`
 	Status    string    `json:"status"`
 	CreatedAt time.Time `json:"created_at"`
+	Runtime   string    `json:"runtime,omitempty"`
+	Size      string    `json:"size,omitempty"`
 }
 
 // urlView is a public URL as the CLI prints it in JSON. The credentials
@@ -142,15 +145,25 @@ func (f *createFlags) params(a *app) (*box.CreateParams, error) {
 // spin shows a spinner on standard error while fn runs, when that is a
 // terminal.
 func (a *app) spin(what string, fn func() error) error {
+	stop := a.spinner(what)
+	defer stop()
+	return fn()
+}
+
+// spinner shows a spinner on standard error, when that is a terminal,
+// until stop is called (stop may be called more than once).
+func (a *app) spinner(what string) (stop func()) {
 	f, ok := a.stderr.(*os.File)
 	if !ok || !term.IsTerminal(int(f.Fd())) || a.json {
-		return fn()
+		return func() {}
 	}
 	bar := progressbar.NewOptions(-1, progressbar.OptionSetWriter(f), progressbar.OptionSetDescription(what),
 		progressbar.OptionSpinnerType(14), progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(80*time.Millisecond))
 	_ = bar.RenderBlank() // at once, not a tick later
 	done := make(chan struct{})
+	finished := make(chan struct{})
 	go func() {
+		defer close(finished)
 		t := time.NewTicker(80 * time.Millisecond)
 		defer t.Stop()
 		for {
@@ -162,10 +175,14 @@ func (a *app) spin(what string, fn func() error) error {
 			}
 		}
 	}()
-	err := fn()
-	close(done)
-	_ = bar.Finish()
-	return err
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(done)
+			<-finished
+			_ = bar.Finish()
+		})
+	}
 }
 
 // started prints a box just made or reached, then runs the REPL unless
@@ -468,9 +485,9 @@ func (a *app) statusCmd() *cobra.Command {
 func (a *app) snapshotCmd() *cobra.Command {
 	var name string
 	c := &cobra.Command{
-		Use:   "snapshot <box-id>",
-		Short: "Save a box's files as a snapshot",
-		Args:  exactArgs(1, "a box id"),
+		Use:   "snapshot <box-id> | snapshot ls <box-id> | snapshot rm <snapshot-id>...",
+		Short: "Save a box's files as a snapshot; list and delete snapshots",
+		Args:  exactArgs(1, "a box id, or ls or rm"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b, err := a.getBox(cmd.Context(), args[0])
 			if err != nil {
@@ -485,21 +502,22 @@ func (a *app) snapshotCmd() *cobra.Command {
 				return err
 			}
 			if a.json {
-				return a.printJSON(snapshotView{s.ID, s.Name, s.BoxID, s.SizeBytes, string(s.Status), s.CreatedAt})
+				return a.printJSON(viewOfSnapshot(*s))
 			}
 			fmt.Fprintf(a.stdout, "snapshot %s (%s, %d bytes)\n", safe(s.ID), safe(s.Name), s.SizeBytes)
 			return nil
 		},
 	}
 	c.Flags().StringVar(&name, "name", "", "the snapshot's name (default: the box id and the time)")
+	c.AddCommand(a.snapshotLsCmd(), a.snapshotRmCmd())
 	return c
 }
 
 func (a *app) urlCmd() *cobra.Command {
 	var bearer, basic bool
 	c := &cobra.Command{
-		Use:   "url <box-id> <port>",
-		Short: "Print the public URL of a port of a box, making it if needed",
+		Use:   "url <box-id> <port> | url ls|create|rm ...",
+		Short: "Print the public URL of a port of a box, making it if needed; list, make and remove URLs",
 		Long: `Print the public URL of a port of a box, making it if needed.
 
 Without --bearer or --basic, a URL the port already has is printed as it is:
@@ -507,11 +525,11 @@ its credentials were told when it was made and are not told again. With
 either flag, or when the port has no URL, a URL is made with those
 credentials, which are printed after it; making it again replaces the old
 credentials, which stop working. With both flags, either credential passes.`,
-		Args: exactArgs(2, "a box id and a port"),
+		Args: exactArgs(2, "a box id and a port, or ls, create or rm"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			port, err := strconv.Atoi(args[1])
+			port, err := parsePort(args[1])
 			if err != nil {
-				return usageError{fmt.Errorf("port %q is not a number", args[1])}
+				return err
 			}
 			b, err := a.getBox(cmd.Context(), args[0])
 			if err != nil {
@@ -536,22 +554,12 @@ credentials, which stop working. With both flags, either credential passes.`,
 			if err != nil {
 				return err
 			}
-			if a.json {
-				return a.printJSON(urlView{u.URL, u.Port, u.Token != "", u.Username != "", u.Token, u.Username, u.Password})
-			}
-			fmt.Fprintln(a.stdout, safe(u.URL))
-			if u.Token != "" {
-				fmt.Fprintln(a.stdout, "token:", safe(u.Token))
-			}
-			if u.Username != "" {
-				fmt.Fprintln(a.stdout, "username:", safe(u.Username))
-				fmt.Fprintln(a.stdout, "password:", safe(u.Password))
-			}
-			return nil
+			return a.printURL(u)
 		},
 	}
 	c.Flags().BoolVar(&bearer, "bearer", false, "protect the URL with a new bearer token")
 	c.Flags().BoolVar(&basic, "basic", false, "protect the URL with a new basic-auth user and password")
+	c.AddCommand(a.urlLsCmd(), a.urlCreateCmd(), a.urlRmCmd())
 	return c
 }
 

@@ -93,7 +93,12 @@ func TestCpHostileTree(t *testing.T) {
 		t.Errorf("box cp exited %d (%v), want 1", code, err)
 	}
 	out := stderr.String()
-	noEscapes(t, "box cp", out, escapedNames[:2]...)
+	noEscapes(t, "box cp", out, escapedNames[0])
+	// The unreadable file is named by tar in the box, which escapes
+	// names its own way.
+	if !strings.Contains(out, escapedNames[1]) && !strings.Contains(out, `\033]52;c;cHduZWQ=\a`) {
+		t.Errorf("box cp does not name the unreadable file escaped: %q", out)
+	}
 	if n := strings.Count(out, "box: warning: skipped "); n != 3 {
 		t.Errorf("%d warnings, want 3 (the FIFO, the unreadable file, the name not UTF-8):\n%s", n, out)
 	}
@@ -131,9 +136,10 @@ func TestCpHostileTree(t *testing.T) {
 		t.Errorf("the link l1/l2/a came back as %q, %v", l, err)
 	}
 
-	// One file: the error names it, escaped.
+	// One file: the error names it, escaped. The server refuses to read
+	// a FIFO (400): bad input, exit 2.
 	r := cli(t, srv, "", "cp", id+":t/"+titleName, "-")
-	if r.code != 1 {
+	if r.code != 2 {
 		t.Errorf("box cp of a FIFO exited %d", r.code)
 	}
 	noEscapes(t, "the error of box cp", r.stderr, escapedNames[0])
@@ -172,7 +178,11 @@ func TestREPLHostileNames(t *testing.T) {
 	// All three in the listing; the FIFO and the unreadable file in the
 	// warnings of the download too.
 	for i, n := range escapedNames {
-		if want := min(2, 3-i); strings.Count(raw, n) < want {
+		got := strings.Count(raw, n)
+		if i == 1 {
+			got += strings.Count(raw, `\033]52;c;cHduZWQ=\a`) // as tar in the box names it
+		}
+		if want := min(2, 3-i); got < want {
 			t.Errorf("the REPL shows %s escaped fewer than %d times:\n%s", n, want, tm.screen())
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -96,11 +97,15 @@ func loadEnv(name string) {
 }
 `
 
-const demoEnv = `# Your Upstash Box API key (from the Upstash console):
-UPSTASH_BOX_API_KEY=
-# Uncomment to use a local boxd (box serve) instead of the cloud:
-# UPSTASH_BOX_BASE_URL=http://127.0.0.1:8989
-`
+// demoEnv is the demo's .env: the key and base URL box was given, when
+// it was given them.
+func demoEnv(key, baseURL string) string {
+	env := "# Your Upstash Box API key (from the Upstash console):\nUPSTASH_BOX_API_KEY=" + key + "\n"
+	if baseURL != "" {
+		return env + "# The server: a boxd (box serve), or the cloud when this line is removed.\nUPSTASH_BOX_BASE_URL=" + baseURL + "\n"
+	}
+	return env + "# Uncomment to use a local boxd (box serve) instead of the cloud:\n# UPSTASH_BOX_BASE_URL=http://127.0.0.1:8989\n"
+}
 
 const demoReadme = `# box-demo
 
@@ -137,16 +142,21 @@ func (a *app) initDemoCmd() *cobra.Command {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return err
 			}
-			// The key is never written into the files: .env is for the
-			// user to fill in, and a key given to this command reaches
-			// the program through its environment.
+			// The key box was given (--token or UPSTASH_BOX_API_KEY), and
+			// the server, go into .env (readable by its owner alone), so
+			// that the program runs as box does; without one, .env is
+			// for the user to fill in.
+			key, baseURL := cmp.Or(a.token, os.Getenv("UPSTASH_BOX_API_KEY")), cmp.Or(a.baseURL, os.Getenv("UPSTASH_BOX_BASE_URL"))
+			if strings.ContainsAny(key+baseURL, "\r\n") {
+				return usageError{errors.New("the API key and the base URL must be one line each")}
+			}
 			gomod := "module box-demo\n\ngo 1.25\n" // the SDK's own go directive
 			if v := sdkVersion(); v != "" {
 				gomod += "\nrequire github.com/upstash/box-go " + v + "\n"
 			}
 			files := map[string]string{
 				"main.go":   demoMain,
-				".env":      demoEnv,
+				".env":      demoEnv(key, baseURL),
 				"README.md": demoReadme,
 				"go.mod":    gomod,
 			}
@@ -179,8 +189,12 @@ func (a *app) initDemoCmd() *cobra.Command {
 			for _, argv := range [][]string{{"go", "mod", "tidy"}, {"go", "run", "."}} {
 				c := exec.CommandContext(cmd.Context(), argv[0], argv[1:]...)
 				c.Dir, c.Stdout, c.Stderr = dir, a.stdout, a.stderr
+				c.Env = os.Environ()
 				if a.token != "" {
-					c.Env = append(os.Environ(), "UPSTASH_BOX_API_KEY="+a.token)
+					c.Env = append(c.Env, "UPSTASH_BOX_API_KEY="+a.token)
+				}
+				if a.baseURL != "" {
+					c.Env = append(c.Env, "UPSTASH_BOX_BASE_URL="+a.baseURL)
 				}
 				if err := c.Run(); err != nil {
 					return fmt.Errorf("%s: %w", strings.Join(argv, " "), err)

@@ -18,12 +18,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -50,6 +52,9 @@ type app struct {
 	// secrets are values given on the command line that are never
 	// printed (provider keys, git tokens).
 	secrets []string
+	// homes are the home directories of boxes, by id, as the REPL
+	// learnt them for ~ and $HOME.
+	homes map[string]string
 }
 
 // exitError ends the command with a status of its own (box exec returns
@@ -71,6 +76,24 @@ func run(ctx context.Context, args []string, stdin *os.File, stdout, stderr io.W
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
+	code := statusOf(err)
+	var ee exitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+	case code == 2 && !serverRefusal(err):
+		fmt.Fprintf(stderr, "box: %s\nRun 'box --help' for usage.\n", safeLines(strings.TrimPrefix(a.redact(message(err)), "box: ")))
+	default:
+		fmt.Fprintln(stderr, "box: "+safeLines(strings.TrimPrefix(a.redact(message(err)), "box: ")))
+	}
+	return code
+}
+
+// statusOf is the exit status for err: 0 for none, a status box chose
+// (exec's, the command's), 2 for every kind of bad input (a command line
+// box cannot read, arguments the SDK refuses before sending, and the
+// server's 400 and 422), and 1 for any other failure.
+func statusOf(err error) int {
 	var ee exitError
 	var ue usageError
 	switch {
@@ -78,12 +101,17 @@ func run(ctx context.Context, args []string, stdin *os.File, stdout, stderr io.W
 		return 0
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.As(err, &ue) || cobraUsage(err):
-		fmt.Fprintf(stderr, "box: %s\nRun 'box --help' for usage.\n", safeLines(strings.TrimPrefix(a.redact(err.Error()), "box: ")))
+	case errors.As(err, &ue) || cobraUsage(err) || errors.Is(err, box.ErrInvalid) || serverRefusal(err):
 		return 2
 	}
-	fmt.Fprintln(stderr, "box: "+safeLines(strings.TrimPrefix(a.redact(message(err)), "box: ")))
 	return 1
+}
+
+// serverRefusal reports whether err is the server refusing a request as
+// malformed or invalid (400, 422).
+func serverRefusal(err error) bool {
+	var ae *box.Error
+	return errors.As(err, &ae) && (ae.StatusCode == 400 || ae.StatusCode == 422)
 }
 
 // message is how an error is printed: the API's own message first, then
@@ -122,14 +150,27 @@ func (a *app) root() *cobra.Command {
 		a.createCmd(), a.connectCmd(), a.fromSnapshotCmd(),
 		a.listCmd(), a.getCmd(), a.rmCmd(), a.pauseCmd(), a.resumeCmd(), a.statusCmd(),
 		a.snapshotCmd(), a.urlCmd(), a.urlsCmd(), a.logsCmd(), a.envCmd(),
+		a.scheduleCmd(), a.runsCmd(), a.runCmd(),
 		a.execCmd(), a.shellCmd(), a.cpCmd(),
 		a.initDemoCmd(), a.serveCmd(), a.versionCmd(),
 	)
-	for _, c := range root.Commands() {
-		if strings.Contains(c.Use, "box-id") {
-			c.ValidArgsFunction = a.completeBoxes
+	// completion with a shell it does not know is bad input too (cobra
+	// prints its help and succeeds).
+	root.InitDefaultCompletionCmd()
+	if c, _, err := root.Find([]string{"completion"}); err == nil && c.Name() == "completion" {
+		c.Args = exactArgs(0, "a shell: bash, zsh, fish or powershell")
+		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	}
+	var walk func(*cobra.Command)
+	walk = func(parent *cobra.Command) {
+		for _, c := range parent.Commands() {
+			if strings.Contains(c.Use, "box-id") && c.ValidArgsFunction == nil {
+				c.ValidArgsFunction = a.completeBoxes
+			}
+			walk(c)
 		}
 	}
+	walk(root)
 	return root
 }
 
@@ -162,6 +203,59 @@ func (a *app) completeBoxes(cmd *cobra.Command, args []string, _ string) ([]cobr
 		out = append(out, cobra.CompletionWithDesc(in.ID, safe(desc)))
 	}
 	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+// completeCp completes the arguments of box cp: box ids (as "id:"),
+// then paths in that box; anything that looks like a local path is left
+// to the shell.
+func (a *app) completeCp(cmd *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	side := parseSide(toComplete)
+	if side.box == "" {
+		if strings.ContainsAny(toComplete, "/.~") {
+			return nil, cobra.ShellCompDirectiveDefault
+		}
+		ids, dir := a.completeBoxes(cmd, nil, toComplete)
+		if dir == cobra.ShellCompDirectiveError {
+			return nil, cobra.ShellCompDirectiveDefault
+		}
+		var out []cobra.Completion
+		for _, c := range ids {
+			id, desc, _ := strings.Cut(c, "\t")
+			if strings.HasPrefix(id, toComplete) {
+				out = append(out, cobra.CompletionWithDesc(id+":", desc))
+			}
+		}
+		// Local files too: the shell offers both.
+		return out, cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveDefault
+	}
+	cl, err := a.api()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
+	defer cancel()
+	b, err := cl.Get(ctx, side.box, nil)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError
+	}
+	dir, base := path.Split(side.path)
+	entries, err := b.Files.List(ctx, cmp.Or(dir, "."))
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out []cobra.Completion
+	for _, e := range entries {
+		// A name that would need escaping is no word a shell could take.
+		if !strings.HasPrefix(e.Name, base) || safe(e.Name) != e.Name || strings.ContainsAny(e.Name, " \t'\"\\$`") {
+			continue
+		}
+		c := side.box + ":" + dir + e.Name
+		if e.IsDir {
+			c += "/"
+		}
+		out = append(out, c)
+	}
+	return out, cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp
 }
 
 // api returns the client, made on first use.

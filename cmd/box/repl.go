@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -13,7 +14,10 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chzyer/readline"
@@ -27,7 +31,7 @@ var replCommands = []string{"run", "exec", "files", "git", "cd", "snapshot", "pa
 
 var replSub = map[string][]string{
 	"files": {"read", "write", "list", "upload", "download"},
-	"git":   {"clone", "diff", "create-pr"},
+	"git":   {"status", "diff", "log", "commit", "push", "checkout", "clone", "create-pr"},
 }
 
 const replHelp = `Plain text runs the box's agent. Commands (also with a leading /):
@@ -38,14 +42,24 @@ const replHelp = `Plain text runs the box's agent. Commands (also with a leading
   files list [path]                list a directory
   files upload <local> [path]      copy a local file or tree into the box
   files download <path> [local]    copy a file or tree out of the box
-  git clone <repo> [dir]           clone a repository
+  git status                       the working tree's state
   git diff                         the working tree's changes
+  git log [n]                      the last n commits (20)
+  git commit <message>             commit every change
+  git push [branch]                push the branch (the current one)
+  git checkout <branch>            switch branches
+  git clone <repo> [dir]           clone a repository
   git create-pr <title>            open a pull request from the current branch
   cd <path>                        change the working directory
   snapshot [name]                  save the box's files
   pause                            freeze the box and leave
   delete                           delete the box and leave
   exit                             leave (the box keeps running)
+
+Words are split as a shell splits them: quote a name with spaces ('a b' or
+"a b", or a\ b). An unquoted ~ and $HOME are the box's home (on this
+machine for the local path of files upload and download). exec and run take
+the rest of the line as it is: exec's goes to a shell in the box.
 `
 
 // lineReader reads the REPL's input: a line editor on a terminal, plain
@@ -55,7 +69,79 @@ type lineReader interface {
 	close()
 }
 
-type editor struct{ rl *readline.Instance }
+// delKey is what keyReader makes of the Delete key: Ctrl-_, which the
+// line editor does not otherwise use.
+const delKey = 0x1f
+
+// deleteSeq is what a terminal sends for the Delete key.
+var deleteSeq = []byte("\x1b[3~")
+
+// keyReader is a terminal's input with the Delete key's sequence turned
+// into delKey. A terminal sends a key's sequence in one write, which one
+// read returns whole. It reads on a goroutine of its own, so that stop
+// ends a read the line editor is blocked in: the editor may be reading
+// ahead when the REPL ends, and waits for that read when it closes.
+type keyReader struct {
+	r    io.Reader
+	once sync.Once
+	data chan []byte
+	errc chan error
+	done chan struct{}
+	buf  []byte // read and not yet returned
+}
+
+func newKeyReader(r io.Reader) *keyReader {
+	return &keyReader{r: r, data: make(chan []byte), errc: make(chan error, 1), done: make(chan struct{})}
+}
+
+func (k *keyReader) Read(p []byte) (int, error) {
+	k.once.Do(func() {
+		go func() {
+			for {
+				b := make([]byte, 4096)
+				n, err := k.r.Read(b)
+				if n > 0 {
+					select {
+					case k.data <- bytes.ReplaceAll(b[:n], deleteSeq, []byte{delKey}):
+					case <-k.done:
+						return
+					}
+				}
+				if err != nil {
+					k.errc <- err
+					return
+				}
+			}
+		}()
+	})
+	if len(k.buf) == 0 {
+		select {
+		case k.buf = <-k.data:
+		case err := <-k.errc:
+			return 0, err
+		case <-k.done:
+			return 0, io.EOF
+		}
+	}
+	n := copy(p, k.buf)
+	k.buf = k.buf[n:]
+	return n, nil
+}
+
+// Close ends the read in progress, and any after, with io.EOF.
+func (k *keyReader) Close() error {
+	select {
+	case <-k.done:
+	default:
+		close(k.done)
+	}
+	return nil
+}
+
+type editor struct {
+	rl   *readline.Instance
+	keys *keyReader
+}
 
 func (e *editor) readLine(prompt string) (string, error) {
 	e.rl.SetPrompt(prompt)
@@ -66,7 +152,10 @@ func (e *editor) readLine(prompt string) (string, error) {
 	return line, err
 }
 
-func (e *editor) close() { _ = e.rl.Close() }
+func (e *editor) close() {
+	_ = e.keys.Close()
+	_ = e.rl.Close()
+}
 
 type plainLines struct{ sc *bufio.Scanner }
 
@@ -98,19 +187,35 @@ func historyFile() string {
 func (a *app) repl(ctx context.Context, b *box.Box) error {
 	var in lineReader
 	if a.interactive() {
+		// The line editor takes the Delete key for Ctrl-D, which leaves
+		// the REPL on an empty line: the key comes to it as delKey
+		// instead, a delete on a line that has text and nothing on an
+		// empty one. Ctrl-D still leaves, as in a shell.
+		var lineLen atomic.Int64
+		keys := newKeyReader(a.stdin)
 		rl, err := readline.NewEx(&readline.Config{
 			HistoryFile:     historyFile(),
 			AutoComplete:    &completer{ctx: ctx, b: b},
 			InterruptPrompt: "^C",
 			EOFPrompt:       "exit",
-			Stdin:           a.stdin,
-			Stdout:          a.stdout,
-			Stderr:          a.stderr,
+			Stdin:           io.NopCloser(keys),
+			FuncFilterInputRune: func(r rune) (rune, bool) {
+				if r != delKey {
+					return r, true
+				}
+				return readline.CharDelete, lineLen.Load() > 0
+			},
+			Listener: readline.FuncListener(func(line []rune, _ int, _ rune) ([]rune, int, bool) {
+				lineLen.Store(int64(len(line)))
+				return nil, 0, false
+			}),
+			Stdout: a.stdout,
+			Stderr: a.stderr,
 		})
 		if err != nil {
 			return err
 		}
-		in = &editor{rl}
+		in = &editor{rl, keys}
 		fmt.Fprintln(a.stdout, a.paint("2", "Type help for the commands; plain text goes to the agent."))
 	} else {
 		sc := bufio.NewScanner(a.stdin)
@@ -118,10 +223,19 @@ func (a *app) repl(ctx context.Context, b *box.Box) error {
 		in = &plainLines{sc}
 	}
 	defer in.close()
+	// Piped, the REPL is a script: it ends with the status of its first
+	// failure, as sh -e would tell it.
+	piped, first := !a.interactive(), 0
+	status := func() error {
+		if first != 0 {
+			return exitError{first}
+		}
+		return nil
+	}
 	for {
 		line, err := in.readLine(a.paint("36", b.ID()+":"+b.Cwd()) + "> ")
 		if err == io.EOF || errors.Is(err, readline.ErrInterrupt) {
-			return nil
+			return status()
 		}
 		if err != nil {
 			return err
@@ -135,14 +249,20 @@ func (a *app) repl(ctx context.Context, b *box.Box) error {
 		leave, err := a.replLine(lineCtx, b, line)
 		interrupted := lineCtx.Err() != nil && ctx.Err() == nil
 		stop()
+		var ee exitError
 		switch {
 		case interrupted:
 			fmt.Fprintln(a.stderr, a.paint("33", "interrupted"))
+		case errors.As(err, &ee):
+			// A command's status: already shown.
 		case err != nil:
-			fmt.Fprintf(a.stderr, "%s %s\n", a.paint("31", "error:"), safeLines(a.redact(err.Error())))
+			fmt.Fprintf(a.stderr, "%s %s\n", a.paint("31", "error:"), safeLines(a.redact(message(err))))
+		}
+		if piped && first == 0 && (err != nil || interrupted) {
+			first = max(1, statusOf(err))
 		}
 		if leave {
-			return nil
+			return status()
 		}
 	}
 }
@@ -160,7 +280,7 @@ func (a *app) replLine(ctx context.Context, b *box.Box, line string) (leave bool
 		// "delete the build directory" is a prompt, not a request to
 		// delete the box.
 		if rest != "" {
-			return false, fmt.Errorf("%s takes no arguments; to ask the agent, write: run %s", cmd, line)
+			return false, badLine("%s takes no arguments; to ask the agent, write: run %s", cmd, line)
 		}
 	}
 	switch cmd {
@@ -170,30 +290,47 @@ func (a *app) replLine(ctx context.Context, b *box.Box, line string) (leave bool
 		return true, nil
 	case "run":
 		if rest == "" {
-			return false, errors.New("run needs a prompt")
+			return false, badLine("run needs a prompt")
 		}
 		return false, a.runAgent(ctx, b, rest)
 	case "exec":
 		if rest == "" {
-			return false, errors.New("exec needs a command")
+			return false, badLine("exec needs a command")
 		}
 		return false, a.replExec(ctx, b, rest)
-	case "cd":
-		if rest == "" {
-			rest = box.WorkspaceHome
+	case "cd", "files", "git", "snapshot":
+		words, err := splitLine(rest)
+		if err != nil {
+			return false, err
 		}
-		return false, b.Cd(ctx, rest)
-	case "files":
-		return false, a.replFiles(ctx, b, rest)
-	case "git":
-		return false, a.replGit(ctx, b, rest)
-	case "snapshot":
-		name := rest
+		w := &replWords{a: a, ctx: ctx, b: b, words: words}
+		switch cmd {
+		case "cd":
+			if len(words) > 1 {
+				return false, badLine("cd takes one directory")
+			}
+			dir := w.box(0)
+			if dir == "" {
+				dir = box.WorkspaceHome
+			}
+			if w.err != nil {
+				return false, w.err
+			}
+			return false, b.Cd(ctx, dir)
+		case "files":
+			return false, a.replFiles(ctx, b, w)
+		case "git":
+			return false, a.replGit(ctx, b, w)
+		}
+		name := w.rest(0)
+		if w.err != nil {
+			return false, w.err
+		}
 		if name == "" {
 			name = b.ID() + "-snapshot"
 		}
 		var s *box.Snapshot
-		err := a.spin("taking snapshot", func() (err error) { s, err = b.Snapshot(ctx, name); return err })
+		err = a.spin("taking snapshot", func() (err error) { s, err = b.Snapshot(ctx, name); return err })
 		if err == nil {
 			fmt.Fprintf(a.stdout, "snapshot %s (%d bytes)\n", safe(s.ID), s.SizeBytes)
 		}
@@ -211,7 +348,7 @@ func (a *app) replLine(ctx context.Context, b *box.Box, line string) (leave bool
 		fmt.Fprintf(a.stdout, "deleted %s\n", safe(b.ID()))
 		return true, nil
 	default:
-		return false, fmt.Errorf("unknown command /%s: type help", cmd)
+		return false, badLine("unknown command /%s: type help", cmd)
 	}
 	return false, nil
 }
@@ -227,6 +364,7 @@ func (a *app) replExec(ctx context.Context, b *box.Box, command string) error {
 	}
 	if code := s.Run().ExitCode; code != 0 {
 		fmt.Fprintln(a.stdout, a.paint("33", fmt.Sprintf("exit %d", code)))
+		return exitError{code}
 	}
 	return nil
 }
@@ -236,6 +374,10 @@ func (a *app) runAgent(ctx context.Context, b *box.Box, prompt string) error {
 	if b.Info().Harness == "" {
 		return errors.New("this box has no agent: create one with --agent-model, or type help for the commands")
 	}
+	// The agent may think a while before it says anything: a spinner
+	// shows until it does.
+	stop := a.spinner("agent working")
+	defer stop()
 	s, err := b.Agent.Stream(ctx, &box.AgentParams{Prompt: prompt})
 	if err != nil {
 		return err
@@ -243,7 +385,12 @@ func (a *app) runAgent(ctx context.Context, b *box.Box, prompt string) error {
 	defer s.Close()
 	wrote := false
 	for c, err := range s.All() {
+		switch c.(type) {
+		case *box.TextDeltaChunk, *box.ToolCallChunk, *box.FinishChunk:
+			stop()
+		}
 		if err != nil {
+			stop()
 			if ctx.Err() != nil && s.Run().ID != "" {
 				// Interrupted: the run stops on the box too.
 				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -270,24 +417,34 @@ func (a *app) runAgent(ctx context.Context, b *box.Box, prompt string) error {
 	return nil
 }
 
-func (a *app) replFiles(ctx context.Context, b *box.Box, rest string) error {
-	sub, args, _ := strings.Cut(rest, " ")
-	args = strings.TrimSpace(args)
+func (a *app) replFiles(ctx context.Context, b *box.Box, w *replWords) error {
+	sub := w.word(0)
 	switch sub {
 	case "read":
-		if args == "" {
-			return errors.New("files read needs a path")
+		p := w.box(1)
+		if p == "" || len(w.words) > 2 {
+			return badLine("files read needs a path")
 		}
-		_, err := b.Files.DownloadTo(ctx, args, a.stdout, nil)
+		if w.err != nil {
+			return w.err
+		}
+		_, err := b.Files.DownloadTo(ctx, p, a.stdout, nil)
 		return err
 	case "write":
-		p, text, ok := strings.Cut(args, " ")
-		if !ok || p == "" {
-			return errors.New("files write needs a path and text")
+		p, text := w.box(1), w.rest(2)
+		if p == "" || len(w.words) < 3 {
+			return badLine("files write needs a path and text")
+		}
+		if w.err != nil {
+			return w.err
 		}
 		return b.Files.WriteText(ctx, p, text+"\n")
 	case "list":
-		entries, err := b.Files.List(ctx, args)
+		p := w.box(1)
+		if w.err != nil {
+			return w.err
+		}
+		entries, err := b.Files.List(ctx, p)
 		if err != nil {
 			return err
 		}
@@ -315,22 +472,28 @@ func (a *app) replFiles(ctx context.Context, b *box.Box, rest string) error {
 			return ""
 		})
 	case "upload":
-		local, dest, _ := strings.Cut(args, " ")
-		if local == "" {
-			return errors.New("files upload needs a local path")
+		local, dest := w.local(1), w.box(2)
+		if local == "" || len(w.words) > 3 {
+			return badLine("files upload needs a local path, and at most a box path")
 		}
-		return a.upload(ctx, local, remote{box: b.ID(), path: join(b, strings.TrimSpace(dest))})
+		if w.err != nil {
+			return w.err
+		}
+		return a.upload(ctx, local, remote{box: b.ID(), path: join(b, dest)}, false)
 	case "download":
-		p, local, _ := strings.Cut(args, " ")
-		if p == "" {
-			return errors.New("files download needs a path")
+		p, local := w.box(1), w.local(2)
+		if p == "" || len(w.words) > 3 {
+			return badLine("files download needs a box path, and at most a local path")
 		}
-		if local = strings.TrimSpace(local); local == "" {
+		if w.err != nil {
+			return w.err
+		}
+		if local == "" {
 			local = "."
 		}
-		return a.download(ctx, remote{box: b.ID(), path: join(b, p)}, local)
+		return a.download(ctx, remote{box: b.ID(), path: join(b, p)}, local, false)
 	}
-	return fmt.Errorf("files %q: use read, write, list, upload or download", sub)
+	return badLine("files %q: use read, write, list, upload or download", sub)
 }
 
 // join resolves p against b's working directory ("" stays "").
@@ -341,43 +504,102 @@ func join(b *box.Box, p string) string {
 	return path.Join(b.Cwd(), p)
 }
 
-func (a *app) replGit(ctx context.Context, b *box.Box, rest string) error {
-	sub, args, _ := strings.Cut(rest, " ")
-	args = strings.TrimSpace(args)
+func (a *app) replGit(ctx context.Context, b *box.Box, w *replWords) error {
+	sub := w.word(0)
 	switch sub {
 	case "clone":
-		repo, dir, _ := strings.Cut(args, " ")
-		if repo == "" {
-			return errors.New("git clone needs a repository")
+		repo, dir := w.word(1), w.box(2)
+		if repo == "" || len(w.words) > 3 {
+			return badLine("git clone needs a repository, and at most a directory")
+		}
+		if w.err != nil {
+			return w.err
 		}
 		err := a.spin("cloning", func() error {
-			return b.Git.Clone(ctx, &box.CloneParams{Repo: repo, Folder: strings.TrimSpace(dir)})
+			return b.Git.Clone(ctx, &box.CloneParams{Repo: repo, Folder: dir})
 		})
 		if err == nil {
-			fmt.Fprintf(a.stdout, "cloned %s\n", repo)
+			fmt.Fprintf(a.stdout, "cloned %s\n", safe(repo))
 		}
 		return err
-	case "diff":
-		d, err := b.Git.Diff(ctx)
+	case "status", "diff", "log":
+		var out string
+		var err error
+		switch sub {
+		case "status":
+			out, err = b.Git.Status(ctx)
+		case "diff":
+			out, err = b.Git.Diff(ctx)
+		case "log":
+			args := []string{"log", "--oneline", "--decorate", "-n", "20"}
+			if n := w.word(1); n != "" {
+				if _, perr := strconv.Atoi(n); perr != nil || len(w.words) > 2 {
+					return badLine("git log takes at most a number of commits")
+				}
+				args[4] = n
+			}
+			var r box.GitExecResult
+			r, err = b.Git.Exec(ctx, args)
+			out = r.Output
+		}
 		if err == nil {
-			fmt.Fprint(a.stdout, d)
+			fmt.Fprint(a.stdout, out)
 		}
 		return err
-	case "create-pr":
-		if args == "" {
-			return errors.New("git create-pr needs a title")
+	case "commit":
+		msg := w.rest(1)
+		if msg == "" {
+			return badLine("git commit needs a message")
 		}
-		pr, err := b.Git.CreatePR(ctx, &box.PRParams{Title: args})
+		r, err := b.Git.Commit(ctx, &box.CommitParams{Message: msg})
+		if err == nil {
+			fmt.Fprintf(a.stdout, "committed %s %s\n", safe(shortSHA(r.SHA)), safe(r.Message))
+		}
+		return err
+	case "push":
+		branch := w.word(1)
+		if len(w.words) > 2 {
+			return badLine("git push takes at most a branch")
+		}
+		err := a.spin("pushing", func() error { return b.Git.Push(ctx, &box.PushParams{Branch: branch}) })
+		if err == nil {
+			fmt.Fprintln(a.stdout, "pushed")
+		}
+		return err
+	case "checkout":
+		branch := w.word(1)
+		if branch == "" || len(w.words) > 2 {
+			return badLine("git checkout needs a branch")
+		}
+		if err := b.Git.Checkout(ctx, branch); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "on %s\n", safe(branch))
+		return nil
+	case "create-pr":
+		title := w.rest(1)
+		if title == "" {
+			return badLine("git create-pr needs a title")
+		}
+		pr, err := b.Git.CreatePR(ctx, &box.PRParams{Title: title})
 		if err != nil {
 			return err
 		}
 		fmt.Fprintln(a.stdout, safe(pr.URL))
 		if pr.Warning != "" {
-			fmt.Fprintln(a.stderr, a.paint("33", "warning: "+pr.Warning))
+			fmt.Fprintln(a.stderr, a.paint("33", "warning: "+safe(pr.Warning)))
 		}
 		return nil
 	}
-	return fmt.Errorf("git %q: use clone, diff or create-pr", sub)
+	return badLine("git %q: use status, diff, log, commit, push, checkout, clone or create-pr", sub)
+}
+
+// shortSHA is the first 7 characters of a commit's sha.
+func shortSHA(sha string) string {
+	if len(sha) > 7 {
+		return sha[:7]
+	}
+	return sha
 }
 
 // completer completes the REPL's commands, and box paths after the
@@ -484,4 +706,10 @@ func (c *completer) paths(p string) ([][]rune, int) {
 		}
 	}
 	return completeNames(base, names, "/"), len([]rune(base))
+}
+
+// badLine is a REPL line that cannot be understood: bad input, as a
+// command line box cannot read is.
+func badLine(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
 }

@@ -3,6 +3,8 @@ package box_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"regexp"
@@ -347,28 +349,42 @@ func checkResume(t *testing.T, b *box.Box, models *modeltest.Server, first *mode
 	}
 }
 
-// checkCancel cancels a run while the model answers it slowly: the CLI
-// and what it started (processes matching pattern) are gone from the
-// box, and the run's record says cancelled.
+// checkCancel cancels a run while the model answers it slowly, and one
+// while the CLI's shell tool runs a command: the CLI and what it started
+// (processes matching pattern, and the tool's command, which the CLIs
+// start in a session of their own) are gone from the box, and the runs'
+// records say cancelled.
 func checkCancel(t *testing.T, b *box.Box, models *modeltest.Server, pattern string, usage modeltest.Usage) {
 	t.Helper()
 	models.SetScript(func(r *modeltest.Request) modeltest.Reply {
 		return modeltest.Reply{Text: strings.Repeat("slowly ", 200), Slow: 100 * time.Millisecond, Usage: usage}
 	})
-	cancelled := startAndCancel(t, b, models, "Take your time")
+	before := len(models.Requests())
+	slow := startAndCancel(t, b, "Take your time", func() bool { return len(agentRequestsSince(models, before)) > 0 })
 	waitGone(t, b, pattern)
+
+	sleep := fmt.Sprintf("sleep 977.%06d", rand.IntN(1000000))
+	models.SetScript(modeltest.Shell(sleep, "Slept", usage))
+	tool := startAndCancel(t, b, "Sleep a while", func() bool {
+		r, err := b.Exec.Command(t.Context(), "pgrep -f '[s]"+sleep[1:]+"' >/dev/null && echo running")
+		return err == nil && r.Stdout == "running\n"
+	})
+	waitGone(t, b, pattern)
+	waitGone(t, b, "[s]"+sleep[1:])
+
 	runs, err := b.Runs(t.Context())
-	if i := slices.IndexFunc(runs, func(r box.RunRecord) bool { return r.ID == cancelled }); err != nil || i < 0 || runs[i].Status != box.RunCancelled {
-		t.Errorf("the cancelled run's record (%v): %+v", err, runs)
+	for _, id := range []string{slow, tool} {
+		if i := slices.IndexFunc(runs, func(r box.RunRecord) bool { return r.ID == id }); err != nil || i < 0 || runs[i].Status != box.RunCancelled {
+			t.Errorf("the cancelled run %s's record (%v): %+v", id, err, runs)
+		}
 	}
 }
 
-// startAndCancel starts a run, waits until the model has its request
-// (and answers it slowly), cancels the run and returns its id.
-func startAndCancel(t *testing.T, b *box.Box, models *modeltest.Server, prompt string) string {
+// startAndCancel starts a run, waits until started reports that it is
+// under way (within 60 s), cancels it and returns its id.
+func startAndCancel(t *testing.T, b *box.Box, prompt string, started func() bool) string {
 	t.Helper()
 	ctx := t.Context()
-	before := len(models.Requests())
 	s, err := b.Agent.Stream(ctx, &box.AgentParams{Prompt: prompt})
 	if err != nil {
 		t.Fatal(err)
@@ -379,9 +395,9 @@ func startAndCancel(t *testing.T, b *box.Box, models *modeltest.Server, prompt s
 			break
 		}
 	}
-	for deadline := time.Now().Add(30 * time.Second); len(agentRequestsSince(models, before)) == 0; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); !started(); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the CLI did not ask the model within 30 s")
+			t.Fatalf("the run %q was not under way within 60 s", prompt)
 		}
 	}
 	run := s.Run()

@@ -23,6 +23,9 @@ type Params struct {
 	// with bash -lc.
 	Argv []string
 	Cmd  string
+	// Cwd is the process's working directory, relative to the box's
+	// (the default).
+	Cwd string
 	// Env is added to the process's environment, as KEY=VALUE.
 	Env []string
 	// Stdin feeds the process's standard input; nil gives it none (it
@@ -46,7 +49,7 @@ var ErrHungUp = errors.New("terminal: hung up")
 // interrupt of this process (Ctrl-C, SIGINT) is passed on to the box's
 // process as SIGINT; SIGTERM and SIGHUP hang up.
 func Run(ctx context.Context, b *box.Box, p Params) (int, error) {
-	params := &box.SessionParams{Argv: p.Argv, Cmd: p.Cmd, Env: p.Env, TTY: p.TTY}
+	params := &box.SessionParams{Argv: p.Argv, Cmd: p.Cmd, Cwd: p.Cwd, Env: p.Env, TTY: p.TTY}
 	var fd int
 	if p.TTY {
 		if p.Stdin == nil || !term.IsTerminal(int(p.Stdin.Fd())) {

@@ -54,7 +54,7 @@ func (a *Agent) command(argv []string, dir string) (*exec.Cmd, error) {
 
 // run runs cmd to completion, capturing its output (see runStreaming for
 // how it is read). ctx cancellation or the timeout kills the command's
-// whole process group.
+// whole process group and every process below it (killTree).
 func (a *Agent) run(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (result, error) {
 	var stdout, stderr capBuffer
 	res, err := a.runStreaming(ctx, cmd, &stdout, &stderr, timeout)
@@ -67,7 +67,7 @@ func (a *Agent) run(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (
 // watcher back with it, as a busy scheduler can.
 var testHookWatch func()
 
-// wait waits for a started command, killing its process group when ctx ends
+// wait waits for a started command, killing its tree (killTree) when ctx ends
 // or timeout (if positive) passes.
 func wait(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (result, error) {
 	done := make(chan struct{})
@@ -101,7 +101,7 @@ func wait(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (result, er
 			return
 		}
 		timedOut = timeUp
-		_ = kill(-cmd.Process.Pid, syscall.SIGKILL)
+		killTree(cmd.Process.Pid)
 	}()
 	err := cmd.Wait()
 	mu.Lock()

@@ -50,7 +50,7 @@ const stderrTail = 4096
 
 // serveProcess runs a process and streams its standard output as the
 // response body; the outcome follows in trailers. Cancelling the request
-// kills the process group.
+// kills the process and everything it started (killTree).
 func (a *Agent) serveProcess(w http.ResponseWriter, r *http.Request) {
 	var req ProcessRequest
 	if err := json.NewDecoder(io.LimitReader(r.Body, 16<<20)).Decode(&req); err != nil {

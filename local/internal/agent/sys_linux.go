@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/creack/pty"
+	"github.com/upstash/box-go/local/internal/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -116,4 +117,43 @@ func memoryPeak(ps *os.ProcessState) int64 {
 		return ru.Maxrss * 1024 // kilobytes on Linux
 	}
 	return 0
+}
+
+// killTree ends process group pid and every process below pid or below
+// a member of the group. The tools of an agent's CLI run in sessions of
+// their own, outside the CLI's group, but stay its descendants. What is
+// found is stopped before the next look, so that nothing forks a child
+// unseen, and all of it is killed once a look finds nothing new.
+func killTree(pid int) {
+	_ = kill(-pid, syscall.SIGSTOP)
+	seen := map[int]bool{}
+	for range 100 {
+		all := proc.All()
+		children := map[int][]int{}
+		var queue []int
+		for _, p := range all {
+			children[p.PPID] = append(children[p.PPID], p.PID)
+			if p.PGID == pid || p.PID == pid {
+				queue = append(queue, p.PID)
+			}
+		}
+		found := false
+		for len(queue) > 0 {
+			p := queue[0]
+			queue = queue[1:]
+			if !seen[p] {
+				seen[p] = true
+				found = true
+				_ = kill(p, syscall.SIGSTOP)
+			}
+			queue = append(queue, children[p]...)
+		}
+		if !found {
+			break
+		}
+	}
+	_ = kill(-pid, syscall.SIGKILL)
+	for p := range seen {
+		_ = kill(p, syscall.SIGKILL)
+	}
 }

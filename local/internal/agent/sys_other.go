@@ -19,6 +19,7 @@ import (
 var errNotLinux = errors.New("agent: the in-box agent runs only on Linux")
 
 func kill(int, syscall.Signal) error                 { return errNotLinux }
+func killTree(int)                                   {}
 func dupTo(*os.File, int) error                      { return errNotLinux }
 func closeOnExec(int)                                {}
 func groupAttr() *syscall.SysProcAttr                { return nil }

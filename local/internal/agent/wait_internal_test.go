@@ -117,3 +117,62 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	defer s.mu.Unlock()
 	return s.w.Write(p)
 }
+
+// TestCancelEndsEveryDescendant: a cancelled or timed-out command ends
+// with everything it started, also what runs in a session of its own,
+// out of the command's process group, as an agent CLI's tools do.
+func TestCancelEndsEveryDescendant(t *testing.T) {
+	for _, how := range []string{"cancel", "timeout"} {
+		t.Run(how, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			// The command starts a job in a new session (setsid), whose
+			// own child forks on: the pids are written as they start.
+			pids := t.TempDir() + "/pids"
+			script := `setsid sh -c 'echo $$ >>` + pids + `; sleep 300 & echo $! >>` + pids + `; wait' & sleep 300`
+			cmd := exec.Command("sh", "-c", script)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			timeout := time.Minute
+			if how == "timeout" {
+				timeout = time.Second
+			}
+			done := make(chan result, 1)
+			go func() {
+				res, _ := New(Config{}, nil).run(ctx, cmd, timeout)
+				done <- res
+			}()
+			var started []int
+			for len(started) < 2 {
+				raw, _ := os.ReadFile(pids)
+				started = started[:0]
+				for _, f := range strings.Fields(string(raw)) {
+					if pid, err := strconv.Atoi(f); err == nil {
+						started = append(started, pid)
+					}
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			t.Cleanup(func() {
+				for _, pid := range started {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			})
+			if how == "cancel" {
+				cancel()
+			}
+			select {
+			case <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("the command did not end")
+			}
+			for _, pid := range started {
+				// Killed, and reaped by whoever is their parent now.
+				for deadline := time.Now().Add(10 * time.Second); running(pid); time.Sleep(10 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("process %d of the job in its own session still runs after the %s", pid, how)
+					}
+				}
+			}
+		})
+	}
+}

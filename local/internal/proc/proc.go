@@ -4,6 +4,7 @@ package proc
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -26,19 +27,10 @@ func All() []Process {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
+		// After the comm: state ppid pgrp session ...
+		f, err := statFields("/proc/" + e.Name() + "/stat")
+		if err != nil || len(f) < 4 {
 			continue // gone meanwhile
-		}
-		// pid (comm) state ppid pgrp session ...: comm may hold spaces
-		// and parentheses, so the fields are counted after the last ')'.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 4 {
-			continue
 		}
 		p := Process{PID: pid}
 		p.PPID, _ = strconv.Atoi(f[1])
@@ -107,6 +99,86 @@ func UIDs() map[uint32]bool {
 				}
 			}
 			break
+		}
+	}
+	return out
+}
+
+// Activity is what /proc tells of a process's progress: whether it runs,
+// is stopped, or sleeps, and how much processor time it has had.
+type Activity struct {
+	// Start is the process's start time, in clock ticks after boot: with
+	// its pid, it names one process, whatever reuses the pid later.
+	Start uint64
+	// CPU is the user and system time of all its threads, in clock ticks.
+	CPU uint64
+	// Running is set when one of its threads is running or waiting for a
+	// processor, or in an uninterruptible wait (on the disk, on memory):
+	// the process is making progress, however slowly.
+	Running bool
+	// Stopped is set when every one of its threads is stopped, by a
+	// signal or by a tracer.
+	Stopped bool
+}
+
+// ActivityOf reads the activity of process pid. It fails once the
+// process is gone.
+func ActivityOf(pid int) (Activity, error) {
+	dir := "/proc/" + strconv.Itoa(pid)
+	f, err := statFields(dir + "/stat")
+	if err != nil {
+		return Activity{}, err
+	}
+	// After the comm: state(0) ... utime(11) stime(12) ... starttime(19).
+	if len(f) < 20 {
+		return Activity{}, fmt.Errorf("proc: %s/stat has %d fields after the command", dir, len(f))
+	}
+	var a Activity
+	utime, _ := strconv.ParseUint(f[11], 10, 64)
+	stime, _ := strconv.ParseUint(f[12], 10, 64)
+	a.CPU = utime + stime
+	a.Start, _ = strconv.ParseUint(f[19], 10, 64)
+	tasks, err := os.ReadDir(dir + "/task")
+	if err != nil {
+		return Activity{}, err
+	}
+	stopped := 0
+	for _, t := range tasks {
+		tf, err := statFields(dir + "/task/" + t.Name() + "/stat")
+		if err != nil || len(tf) == 0 {
+			continue // the thread ended meanwhile
+		}
+		switch tf[0] {
+		case "R", "D":
+			a.Running = true
+		case "T", "t":
+			stopped++
+		}
+	}
+	a.Stopped = stopped > 0 && stopped == len(tasks)
+	return a, nil
+}
+
+// statFields returns the fields of a /proc stat file that follow the
+// command's name, which may hold spaces and parentheses.
+func statFields(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil, fmt.Errorf("proc: %s: no command name", path)
+	}
+	return strings.Fields(string(b[i+1:])), nil
+}
+
+// Children lists the processes whose parent is pid.
+func Children(pid int) []int {
+	var out []int
+	for _, p := range All() {
+		if p.PPID == pid {
+			out = append(out, p.PID)
 		}
 	}
 	return out

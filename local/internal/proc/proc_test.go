@@ -69,3 +69,65 @@ func TestUIDs(t *testing.T) {
 		t.Errorf("UIDs has uid %d after its process was reaped", uid)
 	}
 }
+
+// TestActivity tells a process that sleeps, one that spins and one that
+// is stopped apart, as they run.
+func TestActivity(t *testing.T) {
+	start := func(script string) *exec.Cmd {
+		cmd := exec.Command("sh", "-c", script)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd
+	}
+	sleeper := start("exec sleep 60")
+	spinner := start("while :; do :; done")
+	stopped := start("while :; do :; done")
+	if err := stopped.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	pause := func() { syscall.Select(0, nil, nil, nil, &syscall.Timeval{Usec: 300000}) }
+
+	// The spinner runs, or has had processor time between two looks.
+	first, err := ActivityOf(spinner.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pause()
+	then, err := ActivityOf(spinner.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if then.Start != first.Start || then.Stopped || !then.Running && then.CPU <= first.CPU {
+		t.Errorf("a spinning process: %+v, then %+v", first, then)
+	}
+
+	// The stopped one is stopped once the signal has arrived.
+	var a Activity
+	for range 100 {
+		if a, err = ActivityOf(stopped.Process.Pid); err != nil || a.Stopped {
+			break
+		}
+		pause()
+	}
+	if err != nil || !a.Stopped || a.Running {
+		t.Errorf("a stopped process: %+v %v", a, err)
+	}
+	pause()
+	if b, err := ActivityOf(stopped.Process.Pid); err != nil || b.CPU != a.CPU {
+		t.Errorf("a stopped process had processor time: %+v, then %+v (%v)", a, b, err)
+	}
+
+	// The sleeper neither runs nor is stopped.
+	if a, err := ActivityOf(sleeper.Process.Pid); err != nil || a.Running || a.Stopped || a.Start == 0 {
+		t.Errorf("a sleeping process: %+v %v", a, err)
+	}
+
+	// A process that is gone has no activity.
+	_ = sleeper.Process.Kill()
+	_ = sleeper.Wait()
+	if _, err := ActivityOf(sleeper.Process.Pid); err == nil {
+		t.Error("activity of a process that is gone")
+	}
+}

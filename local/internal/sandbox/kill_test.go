@@ -113,6 +113,11 @@ func startFake(t *testing.T, agent string, n int) (*Sandbox, int) {
 	if len(procsOf(uid)) < 3 {
 		t.Fatalf("the sandbox's processes (init, agent, job): %v", procsOf(uid))
 	}
+	// The liveness check watches the agent, init's child, which has
+	// started its job below it.
+	if kids := proc.Children(sb.init); len(kids) != 1 || sb.agentPID != kids[0] || len(proc.Children(sb.agentPID)) != 1 {
+		t.Errorf("agent pid %d; init %d has children %v", sb.agentPID, sb.init, kids)
+	}
 	return sb, uid
 }
 

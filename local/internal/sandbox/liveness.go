@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/upstash/box-go/local/internal/proc"
 )
 
 // HealthPath is the agent's internal route that boxd's liveness check
@@ -14,10 +16,15 @@ const HealthPath = "/internal/health"
 
 // Bounds on the agent. A box's processes run as the agent's user, so
 // they can stop it (SIGSTOP) however untraceable it is; an agent that
-// does not answer, for whatever reason, makes its sandbox be replaced,
-// as one that dies does: the sandbox is killed, which ends every call in
-// flight to it, and the next call starts a new one. A call to a hung
-// agent therefore ends within LivenessInterval + LivenessTimeout.
+// does not answer and does not run makes its sandbox be replaced, as one
+// that dies does: the sandbox is killed, which ends every call in flight
+// to it, and the next call starts a new one. A call to a hung agent
+// therefore ends within LivenessInterval + LivenessTimeout.
+//
+// An agent that does not answer in time but runs, or has had processor
+// time meanwhile, is busy, not hung: a box whose own processes take its
+// processors (a thousand execs at once, a parallel build) starves its
+// agent, and is slow; killing it would lose its work.
 const (
 	// LivenessInterval is how often boxd asks a running, unpaused box's
 	// agent whether it answers.
@@ -58,6 +65,7 @@ func (s *Sandbox) watchLiveness() {
 		if paused {
 			continue
 		}
+		before, beforeErr := proc.ActivityOf(s.agentPID)
 		if s.answers(tr, LivenessTimeout) {
 			continue
 		}
@@ -66,6 +74,9 @@ func (s *Sandbox) watchLiveness() {
 		moved := s.paused || s.pauses != pauses
 		s.mu.Unlock()
 		if moved {
+			continue
+		}
+		if beforeErr == nil && busy(before, s.agentPID) {
 			continue
 		}
 		select {
@@ -96,4 +107,16 @@ func (s *Sandbox) answers(tr http.RoundTripper, timeout time.Duration) bool {
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 	resp.Body.Close()
 	return true
+}
+
+// busy reports whether the agent, whose activity was before when it was
+// asked, is still the same process and is running or has had processor
+// time since. A stopped agent is not busy, whatever it had before the
+// stop.
+func busy(before proc.Activity, pid int) bool {
+	now, err := proc.ActivityOf(pid)
+	if err != nil || now.Start != before.Start || now.Stopped {
+		return false
+	}
+	return now.Running || now.CPU > before.CPU
 }

@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/upstash/box-go/local/internal/cgroup"
+	"github.com/upstash/box-go/local/internal/proc"
 )
 
 // Mode selects how a box is isolated.
@@ -350,6 +351,9 @@ type Sandbox struct {
 	// init is the host pid of the sandbox's first process inside its PID
 	// namespace (bubblewrap's), or the agent's without isolation.
 	init int
+	// agentPID is the host pid of the agent: init itself without
+	// isolation, else init's child.
+	agentPID int
 	// lifeline is the write end of the agent's FDLifeline.
 	lifeline *os.File
 	// sock is the agent's socket, opened O_PATH (see Dial).
@@ -578,6 +582,14 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	cfgW.Close()
 	if err := s.waitReady(ctx, ready); err != nil {
 		return nil, err
+	}
+	s.agentPID = s.init
+	if info != nil {
+		// bubblewrap's init has started the agent and nothing else: no
+		// call has reached the box yet.
+		if kids := proc.Children(s.init); len(kids) == 1 {
+			s.agentPID = kids[0]
+		}
 	}
 	started = true
 	go s.watchLiveness()
