@@ -387,7 +387,7 @@ func New(cfg Config) (*Server, error) {
 	})
 	s.onClose(s.runs.Close)
 	s.onClose(s.core.CloseInits)
-	// Stored schedules get their timers back (schedules.go).
+	// Stored schedules get their timers back (package schedules).
 	s.schedules = schedules.New(schedules.Config{Host: s.core, Runs: s.runs, Webhooks: s.webhooks})
 	s.schedules.Start()
 	s.onClose(s.schedules.Close)

@@ -543,7 +543,7 @@ func (x *Boxes) DeleteEnv(ctx context.Context, req gen.DeleteEnvRequestObject) (
 	return gen.DeleteEnv200JSONResponse(wire.Message("Environment variable deleted")), nil
 }
 
-// Init command, of any box (initcmd.go). None of these wakes a paused
+// Init command, of any box (package core, initcmd.go). None of these wakes a paused
 // box: they read and write its record, and a change reaches a frozen
 // sandbox when it thaws.
 

@@ -39,8 +39,8 @@ type runtime struct {
 	// ends, with deleteErr its outcome.
 	deleting  chan struct{}
 	deleteErr error
-	// held is set while a snapshot keeps the box still (see hold in
-	// snapshots.go), and closed when it lets go.
+	// held is set while a snapshot keeps the box still (see hold.go),
+	// and closed when it lets go.
 	held chan struct{}
 
 	// Idle pause (idle.go): the last use, a count of uses, the operations

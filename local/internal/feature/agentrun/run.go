@@ -44,7 +44,7 @@ type runSpec struct {
 	files     []attachment
 	webhook   *gen.Webhook
 
-	// scheduleID marks a run a schedule started (see schedules.go).
+	// scheduleID marks a run a schedule started (package schedules).
 	scheduleID string
 	// timeout ends the run as failed once it passes; 0 means no limit.
 	timeout time.Duration
