@@ -276,10 +276,15 @@ func (m *boxes) owner(id string) (int, error) {
 		return 0, nil
 	}
 	if uid, err := m.srv.db.UID(id); err == nil {
-		if !m.uids.lock(uint32(uid)) {
-			m.srv.log.Warn("another boxd of this machine holds the host uid of a box of this one", "box", id, "uid", uid)
+		if m.uids.lock(uid) {
+			return int(uid), nil
 		}
-		return int(uid), nil
+		// Another boxd of the machine took the uid while this one was
+		// down: the box gets a new one, and Prepare gives it its files.
+		m.srv.log.Warn("another boxd of this machine holds the host uid of a box of this one; the box gets a new uid", "box", id, "uid", uid)
+		if err := m.srv.db.ReleaseUID(id); err != nil {
+			return 0, fmt.Errorf("host uid for the box: %w", err)
+		}
 	}
 	live := proc.UIDs()
 	uid, err := m.srv.db.ReserveUID(id, boxUIDFirst, boxUIDCount, func(uid uint32) bool { return live[uid] || !m.uids.lock(uid) })
