@@ -661,8 +661,13 @@ func TestFlags(t *testing.T) {
 		if got := d.stdoutLines()[0]; got != fmt.Sprintf("boxd listening on %s (data %s, isolation none)", d.url, data) {
 			t.Errorf("listen line = %q", got)
 		}
-		if !strings.Contains(d.stderr.String(), "WITHOUT isolation") {
-			t.Errorf("no warning on stderr: %q", d.stderr.String())
+		// boxd warns before it listens, but stderr is read on a pipe of
+		// its own, which may come in after stdout's listen line.
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(d.stderr.String(), "WITHOUT isolation"); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Errorf("no warning on stderr: %q", d.stderr.String())
+				break
+			}
 		}
 	})
 

@@ -263,10 +263,15 @@ func (c *Core) owner(id string) (int, error) {
 		return 0, nil
 	}
 	if uid, err := c.db.UID(id); err == nil {
-		if !c.uids.lock(uint32(uid)) {
-			c.log.Warn("another boxd of this machine holds the host uid of a box of this one", "box", id, "uid", uid)
+		if c.uids.lock(uid) {
+			return int(uid), nil
 		}
-		return int(uid), nil
+		// Another boxd of the machine took the uid while this one was
+		// down: the box gets a new one, and Prepare gives it its files.
+		c.log.Warn("another boxd of this machine holds the host uid of a box of this one; the box gets a new uid", "box", id, "uid", uid)
+		if err := c.db.ReleaseUID(id); err != nil {
+			return 0, fmt.Errorf("host uid for the box: %w", err)
+		}
 	}
 	live := proc.UIDs()
 	uid, err := c.db.ReserveUID(id, UIDFirst, UIDCount, func(uid uint32) bool { return live[uid] || !c.uids.lock(uid) })

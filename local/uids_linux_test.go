@@ -1,0 +1,73 @@
+package local_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/upstash/box-go/boxtest"
+	"github.com/upstash/box-go/local"
+)
+
+// TestRestartedServerGivesUpATakenUID: a boxd that was down while
+// another took the host uid of one of its boxes (boxtest servers restart
+// on their data in one test binary; two services share a machine) gives
+// that box a new uid of its own, with its files, instead of running it as
+// the uid another box has. It used to warn and run it as that uid.
+func TestRestartedServerGivesUpATakenUID(t *testing.T) {
+	if isolation(t) != local.IsolationBwrap || os.Geteuid() != 0 {
+		t.Skip("boxes have host uids of their own only as root with bubblewrap")
+	}
+	dir := t.TempDir()
+	first := boxtest.NewServer(t, boxtest.WithDataDir(dir))
+	a := newBox(t, first, nil)
+	mustExec(t, a, "echo kept > kept.txt && mkdir -p deep/er && echo too > deep/er/file")
+	fs := filepath.Join(dir, "boxes", a.ID(), "fs")
+	uid := ownerOf(t, fs)
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Meanwhile another boxd holds the uid, as it does the uids of its
+	// boxes: a lock on /run/boxd-uids/<uid>.
+	f, err := os.OpenFile(fmt.Sprintf("/run/boxd-uids/%d", uid), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatalf("the uid's lock, after its boxd closed: %v", err)
+	}
+
+	second := boxtest.NewServer(t, boxtest.WithDataDir(dir))
+	again, err := second.Client().Get(t.Context(), a.ID(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mustExec(t, again, "cat kept.txt deep/er/file && id -u"); got != "kept\ntoo\n1000\n" {
+		t.Errorf("the box after the restart: %q", got)
+	}
+	now := ownerOf(t, fs)
+	if now == uid {
+		t.Fatalf("the restarted box runs as host uid %d, which another boxd holds", uid)
+	}
+	for _, p := range liveProcs() {
+		if p.uid == uid {
+			t.Errorf("a process runs as the uid another boxd holds: %s", p)
+		}
+	}
+	if got := ownerOf(t, filepath.Join(fs, "workspace", "home", "deep", "er", "file")); got != now {
+		t.Errorf("a file of the box belongs to uid %d, the box is %d", got, now)
+	}
+	// The new uid is held: it is not given to a box of another boxd.
+	g, err := os.OpenFile(fmt.Sprintf("/run/boxd-uids/%d", now), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if err := syscall.Flock(int(g.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+		t.Errorf("the box's new uid %d is not locked by its boxd", now)
+	}
+}
