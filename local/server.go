@@ -288,7 +288,7 @@ func New(cfg Config) (*Server, error) {
 	switch cfg.Isolation {
 	case "", IsolationBwrap:
 		s.cfg.Isolation = sandbox.ModeBwrap
-		if err := sandbox.Available(core.UIDFirst); err != nil {
+		if err := sandbox.Available(core.ProbeUID); err != nil {
 			return nil, fmt.Errorf("boxd: %w (install bubblewrap, or run with isolation %q, which isolates nothing)", err, IsolationNone)
 		}
 	case IsolationNone:
@@ -613,5 +613,5 @@ func CheckIsolation() error {
 	if err := osSupported(); err != nil {
 		return err
 	}
-	return sandbox.Available(core.UIDFirst)
+	return sandbox.Available(core.ProbeUID)
 }

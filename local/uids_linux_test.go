@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/upstash/box-go/boxtest"
 	"github.com/upstash/box-go/local"
+	"github.com/upstash/box-go/local/internal/core"
 )
 
 // TestRestartedServerGivesUpATakenUID: a boxd that was down while
@@ -69,5 +72,58 @@ func TestRestartedServerGivesUpATakenUID(t *testing.T) {
 	defer g.Close()
 	if err := syscall.Flock(int(g.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
 		t.Errorf("the box's new uid %d is not locked by its boxd", now)
+	}
+}
+
+// TestIsolationCheckRunsAsNoBoxUID: the check that bubblewrap works here
+// (local.CheckIsolation, and every server at its start) ran its sandbox
+// as the first host uid of the boxes' range. Made while a box held that
+// uid, it ran processes of no box as that box's user, and a delete test
+// saw a new box share its uid with a live process. The check runs as
+// core.ProbeUID, outside the range.
+func TestIsolationCheckRunsAsNoBoxUID(t *testing.T) {
+	if isolation(t) != local.IsolationBwrap || os.Geteuid() != 0 {
+		t.Skip("the check runs as a uid of its own only as root with bubblewrap")
+	}
+	t.Parallel()
+	var sawProbe atomic.Bool
+	done := make(chan error, 1)
+	go func() {
+		// Check until the poller below has seen a process of the check,
+		// so that the test shows it looked at the check's processes.
+		deadline := time.Now().Add(30 * time.Second)
+		for !sawProbe.Load() && time.Now().Before(deadline) {
+			if err := local.CheckIsolation(); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	reported := map[int]bool{}
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("CheckIsolation: %v", err)
+			}
+			if !sawProbe.Load() {
+				t.Fatalf("in 30 s of checks, no process ran as the check's uid %d", core.ProbeUID)
+			}
+			return
+		default:
+		}
+		for _, p := range liveProcs() {
+			if p.box != "" {
+				continue
+			}
+			switch {
+			case p.uid == core.ProbeUID:
+				sawProbe.Store(true)
+			case p.uid >= core.UIDFirst && p.uid < core.UIDFirst+core.UIDCount && !reported[p.pid]:
+				reported[p.pid] = true
+				t.Errorf("a process of no box runs as host uid %d, in the boxes' range: %s", p.uid, p)
+			}
+		}
 	}
 }

@@ -253,6 +253,13 @@ const (
 	UIDCount = 1 << 24
 )
 
+// ProbeUID is the host uid as which the check that bubblewrap works here
+// (sandbox.Available) runs its sandbox. It lies outside the boxes' range:
+// a check made while a box runs (a second boxd starting, a test asking
+// whether isolation is there) never runs a process as that box's user,
+// nor charges that user's kernel counts.
+const ProbeUID = UIDFirst - 1
+
 // owner returns the host uid that box id's user is, or 0 when boxes run
 // as boxd's own user (boxd is not root, or does not isolate). A box that
 // has none yet is given one that no other box has and no live process
@@ -641,7 +648,6 @@ func (c *Core) destroy(id string, drop func() error) error {
 
 // remove does destroy's work on runtime r, marked deleted.
 func (c *Core) remove(id string, r *runtime, sb *sandbox.Sandbox, starting chan struct{}, drop func() error) error {
-	uid, uidErr := c.db.UID(id)
 	if sb != nil {
 		sb.Kill()
 	}
@@ -651,6 +657,9 @@ func (c *Core) remove(id string, r *runtime, sb *sandbox.Sandbox, starting chan 
 	if starting != nil {
 		<-starting
 	}
+	// Read the uid after the start: one in progress may have just given
+	// the box its uid, whose lock must go with it.
+	uid, uidErr := c.db.UID(id)
 	r.agent.CloseIdleConnections()
 	c.cfg.Network.ForgetBox(id)
 	root := c.Layout(id).Root
