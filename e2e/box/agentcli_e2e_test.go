@@ -329,23 +329,36 @@ func TestCodexCLI(t *testing.T) {
 	checkCancel(t, b, models, "[c]odex", usage)
 }
 
-// checkResume runs again (with opts) after a first run whose first model
-// request was first: the answer comes in the same session, and the
-// model's request carries the first run's prompt.
+// checkResume runs twice more (with opts) after a first run whose first
+// model request was first: each answer comes in the same session, the
+// model's request carries the first run's prompt, and each run reports
+// its own usage, one model turn's, in its stream and its record, not the
+// session's total (Codex reports the session's).
 func checkResume(t *testing.T, b *box.Box, models *modeltest.Server, first *modeltest.Request, session string, usage modeltest.Usage, opts box.HarnessOptions) {
 	t.Helper()
 	models.SetScript(func(r *modeltest.Request) modeltest.Reply {
 		return modeltest.Reply{Text: "Still two files.", Usage: usage}
 	})
-	again := streamRun(t, b, &box.AgentParams{Prompt: "And now?", Options: opts})
-	if again.err != nil || again.finish == nil || again.finish.SessionID != session || again.run.Result != "Still two files." {
-		t.Fatalf("resumed run = %+v, %+v, %v", again.run, again.finish, again.err)
-	}
-	reqs := agentRequests(models)
-	last := reqs[len(reqs)-1]
-	history := jsonText(last.Body["messages"]) + jsonText(last.Body["input"])
-	if !strings.Contains(last.User, "And now?") || last.Turns <= first.Turns || !strings.Contains(history, "Which files are here?") {
-		t.Errorf("the resumed request does not carry the first run: turns %d, user %q", last.Turns, last.User)
+	for _, prompt := range []string{"And now?", "And once more?"} {
+		again := streamRun(t, b, &box.AgentParams{Prompt: prompt, Options: opts})
+		if again.err != nil || again.finish == nil || again.finish.SessionID != session || again.run.Result != "Still two files." {
+			t.Fatalf("resumed run = %+v, %+v, %v", again.run, again.finish, again.err)
+		}
+		reqs := agentRequests(models)
+		last := reqs[len(reqs)-1]
+		history := jsonText(last.Body["messages"]) + jsonText(last.Body["input"])
+		if !strings.Contains(last.User, prompt) || last.Turns <= first.Turns || !strings.Contains(history, "Which files are here?") {
+			t.Errorf("the resumed request does not carry the first run: turns %d, user %q", last.Turns, last.User)
+		}
+		u := again.finish.Usage
+		if want := int64(usage.Output); u.OutputTokens != want || u.InputTokens < int64(usage.Input) || u.InputTokens >= 2*int64(usage.Input) {
+			t.Errorf("resumed run %q reports usage %+v, want one model turn's (output %d, input %d to %d)", prompt, u, usage.Output, usage.Input, 2*usage.Input-1)
+		}
+		runs, err := b.Runs(t.Context())
+		if i := slices.IndexFunc(runs, func(r box.RunRecord) bool { return r.ID == again.run.ID }); err != nil || i < 0 ||
+			runs[i].OutputTokens != u.OutputTokens || runs[i].InputTokens != u.InputTokens {
+			t.Errorf("the resumed run's record disagrees with its finish %+v: %v", u, err)
+		}
 	}
 }
 

@@ -199,6 +199,10 @@ func providerName(p *codexProvider) string {
 	return p.id
 }
 
+// Codex counts a resumed session's usage from the session's start: its
+// turn.completed carries the whole session's tokens.
+func (codex) reportsSessionTotals() {}
+
 func (codex) NewMapper() Mapper { return &codexMapper{started: map[string]bool{}} }
 
 // codexMapper maps codex exec --json output:

@@ -61,6 +61,19 @@ type Harness interface {
 	NewMapper() Mapper
 }
 
+// ReportsSessionTotals reports whether h's CLI reports, at the end of a
+// run that resumes a session, the usage of the whole session so far
+// instead of the run's own (Codex does). A run's own usage is then the
+// difference from what the CLI reported at the end of the session's
+// previous run.
+func ReportsSessionTotals(h Harness) bool {
+	_, ok := h.(sessionTotaler)
+	return ok
+}
+
+// sessionTotaler is a Harness whose CLI reports session totals.
+type sessionTotaler interface{ reportsSessionTotals() }
+
 // Emit relays one run-stream event; data is its JSON. It returns false
 // when the run should stop reading.
 type Emit func(event string, data []byte) bool

@@ -44,8 +44,19 @@ type Box struct {
 	TotalPrompts      int64   `json:"total_prompts,omitempty"`
 	TotalTokenCostUSD float64 `json:"total_token_cost_usd,omitempty"`
 	SessionID         string  `json:"session_id,omitempty"`
+	// SessionUsage is what the harness last reported for SessionID when
+	// its CLI reports a resumed session's whole usage (Codex): the base
+	// from which the next run's own usage is counted. Nil otherwise.
+	SessionUsage *Usage `json:"session_usage,omitempty"`
 	// Seq orders boxes created in the same second.
 	Seq int64 `json:"seq"`
+}
+
+// Usage is token usage as an agent CLI reports it.
+type Usage struct {
+	InputTokens       int64 `json:"input_tokens"`
+	CachedInputTokens int64 `json:"cached_input_tokens"`
+	OutputTokens      int64 `json:"output_tokens"`
 }
 
 // Run is a run record (an exec, code or agent run).

@@ -38,6 +38,9 @@ type invocation struct {
 	// mapper turns a managed CLI's JSON lines into events; nil for a
 	// custom harness, which speaks box-sse-v1 itself.
 	mapper harnesses.Mapper
+	// sessionTotals: the CLI reports a resumed session's whole usage
+	// (harnesses.ReportsSessionTotals).
+	sessionTotals bool
 }
 
 // notRunnable explains a harness that could not be started.
@@ -102,7 +105,7 @@ func harnessCommand(b *store.Box, in harnessInput, boxEnv map[string]string, bas
 	if err != nil {
 		return nil, errdefs.Invalid("%s: %v", h.Name(), err)
 	}
-	return &invocation{name: h.Name() + " harness", binary: h.Binary(), argv: argv, env: env, stdin: stdin, mapper: h.NewMapper()}, nil
+	return &invocation{name: h.Name() + " harness", binary: h.Binary(), argv: argv, env: env, stdin: stdin, mapper: h.NewMapper(), sessionTotals: harnesses.ReportsSessionTotals(h)}, nil
 }
 
 // boxProviderURLs are the operator's model provider URLs

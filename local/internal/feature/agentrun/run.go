@@ -314,6 +314,14 @@ type outcome struct {
 	cpuNs    int64
 	memPeak  int64
 	stderr   string
+	// For a harness whose CLI reports a resumed session's whole usage:
+	// sessionTotals is set, base is what it reported at the end of the
+	// session's previous run (nil for none), and reported is what it
+	// reported at the end of this one, kept for the next.
+	sessionTotals bool
+	base          *store.Usage
+	baseSession   string
+	reported      *store.Usage
 }
 
 // execute runs the harness, relays its events and records the result.
@@ -370,6 +378,7 @@ func (rs *Runs) execute(r *agentRun, rec *store.Run) {
 		b.LastActivity = now.Unix()
 		if rec.SessionID != "" {
 			b.SessionID = rec.SessionID
+			b.SessionUsage = o.reported
 		}
 		return nil
 	})
@@ -439,6 +448,12 @@ func (rs *Runs) runHarness(r *agentRun, o *outcome) error {
 	inv, err := harnessCommand(r.box, in, core.Env(r.box), rs.boxProviderURLs())
 	if err != nil {
 		return err
+	}
+	if inv.sessionTotals {
+		o.sessionTotals = true
+		if r.box.SessionID != "" {
+			o.base, o.baseSession = r.box.SessionUsage, r.box.SessionID
+		}
 	}
 	p, err := rt.Process(r.ctx, agent.ProcessRequest{Argv: inv.argv, Folder: r.spec.folder, Env: inv.env, Stdin: inv.stdin})
 	if err != nil {
@@ -520,6 +535,9 @@ func (rs *Runs) handleEvent(r *agentRun, o *outcome, event string, data []byte) 
 				return false
 			}
 		}
+		if o.sessionTotals {
+			data = o.ownUsage(&d, data)
+		}
 		o.done = &d
 	case "error":
 		var e gen.StreamErrorEventData
@@ -535,6 +553,28 @@ func (rs *Runs) handleEvent(r *agentRun, o *outcome, event string, data []byte) 
 	}
 	r.out.sendRaw(event, data)
 	return true
+}
+
+// ownUsage turns d, the done event of a CLI that reports a resumed
+// session's whole usage, into the run's own, and returns its new data.
+// What the CLI reported is kept for the session's next run. A report
+// below the base (a session the CLI counted anew) is the run's own.
+func (o *outcome) ownUsage(d *gen.DoneEventData, data []byte) []byte {
+	got := store.Usage{InputTokens: wire.Deref(d.InputTokens), CachedInputTokens: wire.Deref(d.CachedInputTokens), OutputTokens: wire.Deref(d.OutputTokens)}
+	o.reported = &got
+	b := o.base
+	if b == nil || wire.Deref(d.SessionID) != o.baseSession ||
+		got.InputTokens < b.InputTokens || got.CachedInputTokens < b.CachedInputTokens || got.OutputTokens < b.OutputTokens {
+		return data
+	}
+	d.InputTokens = wire.Ptr(got.InputTokens - b.InputTokens)
+	d.CachedInputTokens = wire.Ptr(got.CachedInputTokens - b.CachedInputTokens)
+	d.OutputTokens = wire.Ptr(got.OutputTokens - b.OutputTokens)
+	out, err := json.Marshal(d)
+	if err != nil {
+		return data
+	}
+	return out
 }
 
 // fail makes msg the run's error, recorded and sent as its stream's error
