@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -21,6 +22,8 @@ type SSHKey struct {
 	Wire      []byte `json:"wire"`
 	Comment   string `json:"comment,omitempty"`
 	CreatedAt int64  `json:"created_at"`
+	// Seq orders keys added in the same second.
+	Seq uint64 `json:"seq"`
 }
 
 // ErrSSHKeyExists is returned by AddSSHKey for a key the account has.
@@ -33,10 +36,6 @@ var ErrTooManySSHKeys = errors.New("too many SSH keys")
 // (ErrSSHKeyExists, wrapped, with the id of the one it has in
 // existing) or has max keys (ErrTooManySSHKeys).
 func (s *Store) AddSSHKey(k *SSHKey, max int) (existing string, err error) {
-	raw, err := json.Marshal(k)
-	if err != nil {
-		return "", err
-	}
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		keys, index := tx.Bucket(bucketSSHKeys), tx.Bucket(bucketSSHKeyIndex)
 		if id := index.Get(k.Wire); id != nil {
@@ -48,6 +47,15 @@ func (s *Store) AddSSHKey(k *SSHKey, max int) (existing string, err error) {
 		}
 		if keys.Get([]byte(k.ID)) != nil {
 			return errors.New("store: an SSH key with this id exists")
+		}
+		seq, err := keys.NextSequence()
+		if err != nil {
+			return err
+		}
+		k.Seq = seq
+		raw, err := json.Marshal(k)
+		if err != nil {
+			return err
 		}
 		if err := index.Put(k.Wire, []byte(k.ID)); err != nil {
 			return err
@@ -63,15 +71,7 @@ func (s *Store) SSHKeys() ([]*SSHKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	slices.SortStableFunc(keys, func(a, b *SSHKey) int {
-		switch {
-		case a.CreatedAt < b.CreatedAt:
-			return -1
-		case a.CreatedAt > b.CreatedAt:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(keys, func(a, b *SSHKey) int { return cmp.Compare(a.Seq, b.Seq) })
 	return keys, nil
 }
 
