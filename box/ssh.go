@@ -7,10 +7,9 @@ import (
 	"github.com/upstash/box-go/gen"
 )
 
-// SSH into boxes is served by boxd, the local backend, and not by the
-// Upstash cloud, which answers these calls 404: `ssh <box-id>@host -p
-// port`, with the API key as the password or with a public key of the
-// account's.
+// These calls are boxd's own (the local backend's): the Upstash cloud
+// answers them 404. boxd serves `ssh <box-id>@host -p port`, with the API
+// key as the password or with a public key of the account's.
 
 // SSHInfo is where boxd serves SSH, and the host key it presents.
 type SSHInfo struct {

@@ -112,7 +112,7 @@ ssh's status: the command's, or 255 when ssh fails.`,
 			}
 			info, err := cl.SSHInfo(ctx)
 			if box.IsNotFound(err) {
-				return fmt.Errorf("%s serves no SSH: SSH is boxd's (start it with -ssh-addr, or box serve -ssh-addr)", cl.BaseURL())
+				return fmt.Errorf("%s serves no SSH that box ssh can find (GET /v2/ssh is boxd's: start boxd with -ssh-addr, or box serve -ssh-addr)", cl.BaseURL())
 			}
 			if err != nil {
 				return err
