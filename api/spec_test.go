@@ -51,7 +51,13 @@ var wantOperationIDs = []string{
 	// recordings
 	"startBrowserRecording", "stopBrowserRecording", "listBrowserRecordings",
 	"getBrowserRecording", "downloadBrowserRecording", "getBrowserRecordingPlaylist",
+	// boxd's SSH server
+	"getSSHInfo", "listSSHKeys", "addSSHKey", "deleteSSHKey",
 }
+
+// boxdOperations are boxd's own: the cloud does not serve them, and each
+// says so with x-box-server: boxd.
+var boxdOperations = []string{"getSSHInfo", "listSSHKeys", "addSSHKey", "deleteSSHKey"}
 
 // designedOperations are the operations whose wire no client the server is tested
 // with sends; each must say so with x-box-origin: designed.
@@ -63,6 +69,7 @@ var designedOperations = []string{
 	"browserScreencast",
 	"startBrowserRecording", "stopBrowserRecording", "listBrowserRecordings",
 	"getBrowserRecording", "downloadBrowserRecording", "getBrowserRecordingPlaylist",
+	"getSSHInfo", "listSSHKeys", "addSSHKey", "deleteSSHKey",
 }
 
 // designedProperties are designed fields of otherwise observed schemas.
@@ -261,6 +268,12 @@ func TestDesignedWireIsMarked(t *testing.T) {
 	for _, id := range designedOperations {
 		if op := byID[id]; op == nil || op.Extensions["x-box-origin"] != "designed" {
 			t.Errorf("operation %s must be marked x-box-origin: designed", id)
+		}
+	}
+	for _, o := range operations(doc) {
+		boxd := slices.Contains(boxdOperations, o.op.OperationID)
+		if got := o.op.Extensions["x-box-server"]; (got == "boxd") != boxd || (got != nil && got != "boxd") {
+			t.Errorf("operation %s: x-box-server = %v; boxd's own operations (boxdOperations) say boxd, the others nothing", o.op.OperationID, got)
 		}
 	}
 	for schema, props := range designedProperties {

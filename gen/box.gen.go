@@ -652,6 +652,12 @@ func (e ReadFileParamsEncoding) Valid() bool {
 	}
 }
 
+// AddSSHKeyRequest defines model for AddSSHKeyRequest.
+type AddSSHKeyRequest struct {
+	// PublicKey One line of an OpenSSH `authorized_keys` file, without options.
+	PublicKey string `json:"public_key"`
+}
+
 // AgentFile A file attached to a prompt (at most 10 per run, 10 MB each).
 type AgentFile struct {
 	// Data The content, base64-encoded.
@@ -1674,6 +1680,43 @@ type RunsResponse struct {
 	Runs []RunRecord `json:"runs"`
 }
 
+// SSHInfo boxd's SSH server (`x-box-server: boxd`).
+type SSHInfo struct {
+	// Address The address the server listens on, `host:port`, e.g. `127.0.0.1:2222`. A host of
+	// `0.0.0.0` or `::` means every address of boxd's machine.
+	Address string `json:"address"`
+
+	// Fingerprint The host key's SHA-256 fingerprint, as `ssh-keygen -l` shows it (`SHA256:…`).
+	Fingerprint string `json:"fingerprint"`
+
+	// HostKey The host's public key, as a line of `known_hosts` after the host name (`ssh-ed25519 AAAA…`).
+	HostKey string `json:"host_key"`
+
+	// Port The port of `address`.
+	Port int `json:"port"`
+}
+
+// SSHKey An SSH public key that logs in to boxd's SSH server (`x-box-server: boxd`).
+type SSHKey struct {
+	// Comment The comment that followed the key when it was added, if any.
+	Comment *string `json:"comment,omitempty"`
+
+	// CreatedAt Unix seconds.
+	CreatedAt int64 `json:"created_at"`
+
+	// Fingerprint The SHA-256 fingerprint, as `ssh-keygen -l` shows it (`SHA256:…`).
+	Fingerprint string `json:"fingerprint"`
+
+	// ID The key's id, e.g. `sshkey_1f3a9c0e7b2d4a68`.
+	ID string `json:"id"`
+
+	// PublicKey The key, its type and base64 (`ssh-ed25519 AAAA…`), without the comment.
+	PublicKey string `json:"public_key"`
+
+	// Type The key's type, e.g. `ssh-ed25519`.
+	Type string `json:"type"`
+}
+
 // Schedule defines model for Schedule.
 type Schedule struct {
 	AgentOptions map[string]interface{} `json:"agent_options,omitempty"`
@@ -2148,6 +2191,9 @@ type CreateSnapshotJSONRequestBody = CreateSnapshotRequest
 
 // SetInitCommandJSONRequestBody defines body for SetInitCommand for application/json ContentType.
 type SetInitCommandJSONRequestBody = InitCommand
+
+// AddSSHKeyJSONRequestBody defines body for AddSSHKey for application/json ContentType.
+type AddSSHKeyJSONRequestBody = AddSSHKeyRequest
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -3300,6 +3346,59 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v2/box/{id}/status (the `GetBoxStatus` operationId).
 	GetBoxStatus(ctx context.Context, id BoxID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSSHInfo Where boxd serves SSH, and its host key
+	//
+	// boxd's own (`x-box-server: boxd`): the address of its SSH server and the host key it
+	// presents, so that a client can connect with no prompt to trust the key (`box ssh`
+	// writes it to a known-hosts file). 404 when boxd serves no SSH.
+	//
+	// Corresponds with GET /v2/ssh (the `GetSSHInfo` operationId).
+	GetSSHInfo(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListSSHKeys List the account's SSH public keys
+	//
+	// boxd's own (`x-box-server: boxd`): the public keys that log in to boxd's SSH server,
+	// oldest first. Keys in the file of boxd's `-ssh-authorized-keys` are not listed.
+	//
+	// Corresponds with GET /v2/ssh-keys (the `ListSSHKeys` operationId).
+	ListSSHKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AddSSHKeyWithBody Add an SSH public key to the account
+	//
+	// boxd's own (`x-box-server: boxd`): from now on the key logs in to any of the
+	// account's boxes over SSH, as the API key does as a password. `public_key` is one
+	// line of an OpenSSH `authorized_keys` file without options (`ssh-ed25519 AAAA…
+	// comment`, as in `~/.ssh/id_ed25519.pub`). 400 for anything else (a private key,
+	// options, a certificate, an RSA key under 2048 bits); 409 when the account has the
+	// key already.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v2/ssh-keys (the `AddSSHKey` operationId).
+	AddSSHKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AddSSHKey Add an SSH public key to the account
+	//
+	// boxd's own (`x-box-server: boxd`): from now on the key logs in to any of the
+	// account's boxes over SSH, as the API key does as a password. `public_key` is one
+	// line of an OpenSSH `authorized_keys` file without options (`ssh-ed25519 AAAA…
+	// comment`, as in `~/.ssh/id_ed25519.pub`). 400 for anything else (a private key,
+	// options, a certificate, an RSA key under 2048 bits); 409 when the account has the
+	// key already.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v2/ssh-keys (the `AddSSHKey` operationId).
+	AddSSHKey(ctx context.Context, body AddSSHKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteSSHKey Remove an SSH public key from the account
+	//
+	// boxd's own (`x-box-server: boxd`): the key logs in no more. Connections it opened
+	// stay open.
+	//
+	// Corresponds with DELETE /v2/ssh-keys/{keyId} (the `DeleteSSHKey` operationId).
+	DeleteSSHKey(ctx context.Context, keyID string, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // DeleteBoxesWithBody Delete several boxes
@@ -5628,6 +5727,109 @@ func (c *Client) SetInitCommand(ctx context.Context, id BoxID, body SetInitComma
 // Corresponds with GET /v2/box/{id}/status (the `GetBoxStatus` operationId).
 func (c *Client) GetBoxStatus(ctx context.Context, id BoxID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetBoxStatusRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSSHInfo Where boxd serves SSH, and its host key
+//
+// boxd's own (`x-box-server: boxd`): the address of its SSH server and the host key it
+// presents, so that a client can connect with no prompt to trust the key (`box ssh`
+// writes it to a known-hosts file). 404 when boxd serves no SSH.
+//
+// Corresponds with GET /v2/ssh (the `GetSSHInfo` operationId).
+func (c *Client) GetSSHInfo(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSSHInfoRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListSSHKeys List the account's SSH public keys
+//
+// boxd's own (`x-box-server: boxd`): the public keys that log in to boxd's SSH server,
+// oldest first. Keys in the file of boxd's `-ssh-authorized-keys` are not listed.
+//
+// Corresponds with GET /v2/ssh-keys (the `ListSSHKeys` operationId).
+func (c *Client) ListSSHKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSSHKeysRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AddSSHKeyWithBody Add an SSH public key to the account
+//
+// boxd's own (`x-box-server: boxd`): from now on the key logs in to any of the
+// account's boxes over SSH, as the API key does as a password. `public_key` is one
+// line of an OpenSSH `authorized_keys` file without options (`ssh-ed25519 AAAA…
+// comment`, as in `~/.ssh/id_ed25519.pub`). 400 for anything else (a private key,
+// options, a certificate, an RSA key under 2048 bits); 409 when the account has the
+// key already.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v2/ssh-keys (the `AddSSHKey` operationId).
+func (c *Client) AddSSHKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAddSSHKeyRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AddSSHKey Add an SSH public key to the account
+//
+// boxd's own (`x-box-server: boxd`): from now on the key logs in to any of the
+// account's boxes over SSH, as the API key does as a password. `public_key` is one
+// line of an OpenSSH `authorized_keys` file without options (`ssh-ed25519 AAAA…
+// comment`, as in `~/.ssh/id_ed25519.pub`). 400 for anything else (a private key,
+// options, a certificate, an RSA key under 2048 bits); 409 when the account has the
+// key already.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v2/ssh-keys (the `AddSSHKey` operationId).
+func (c *Client) AddSSHKey(ctx context.Context, body AddSSHKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAddSSHKeyRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteSSHKey Remove an SSH public key from the account
+//
+// boxd's own (`x-box-server: boxd`): the key logs in no more. Connections it opened
+// stay open.
+//
+// Corresponds with DELETE /v2/ssh-keys/{keyId} (the `DeleteSSHKey` operationId).
+func (c *Client) DeleteSSHKey(ctx context.Context, keyID string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteSSHKeyRequest(c.Server, keyID)
 	if err != nil {
 		return nil, err
 	}
@@ -9512,6 +9714,134 @@ func NewGetBoxStatusRequest(server string, id BoxID) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetSSHInfoRequest constructs an http.Request for the GetSSHInfo method
+func NewGetSSHInfoRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/ssh")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListSSHKeysRequest constructs an http.Request for the ListSSHKeys method
+func NewListSSHKeysRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/ssh-keys")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAddSSHKeyRequest calls the generic AddSSHKey builder with application/json body
+func NewAddSSHKeyRequest(server string, body AddSSHKeyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAddSSHKeyRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewAddSSHKeyRequestWithBody constructs an http.Request for the AddSSHKey method, with any body, and a specified content type
+func NewAddSSHKeyRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/ssh-keys")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteSSHKeyRequest constructs an http.Request for the DeleteSSHKey method
+func NewDeleteSSHKeyRequest(server string, keyID string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "keyId", keyID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/ssh-keys/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -10715,6 +11045,65 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v2/box/{id}/status (the `GetBoxStatus` operationId).
 	GetBoxStatusWithResponse(ctx context.Context, id BoxID, reqEditors ...RequestEditorFn) (*GetBoxStatusHTTPResponse, error)
+
+	// GetSSHInfoWithResponse Where boxd serves SSH, and its host key
+	//
+	// boxd's own (`x-box-server: boxd`): the address of its SSH server and the host key it
+	// presents, so that a client can connect with no prompt to trust the key (`box ssh`
+	// writes it to a known-hosts file). 404 when boxd serves no SSH.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v2/ssh (the `GetSSHInfo` operationId).
+	GetSSHInfoWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSSHInfoHTTPResponse, error)
+
+	// ListSSHKeysWithResponse List the account's SSH public keys
+	//
+	// boxd's own (`x-box-server: boxd`): the public keys that log in to boxd's SSH server,
+	// oldest first. Keys in the file of boxd's `-ssh-authorized-keys` are not listed.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v2/ssh-keys (the `ListSSHKeys` operationId).
+	ListSSHKeysWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSSHKeysHTTPResponse, error)
+
+	// AddSSHKeyWithBodyWithResponse Add an SSH public key to the account
+	//
+	// boxd's own (`x-box-server: boxd`): from now on the key logs in to any of the
+	// account's boxes over SSH, as the API key does as a password. `public_key` is one
+	// line of an OpenSSH `authorized_keys` file without options (`ssh-ed25519 AAAA…
+	// comment`, as in `~/.ssh/id_ed25519.pub`). 400 for anything else (a private key,
+	// options, a certificate, an RSA key under 2048 bits); 409 when the account has the
+	// key already.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/ssh-keys (the `AddSSHKey` operationId).
+	AddSSHKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddSSHKeyHTTPResponse, error)
+
+	// AddSSHKeyWithResponse Add an SSH public key to the account
+	//
+	// boxd's own (`x-box-server: boxd`): from now on the key logs in to any of the
+	// account's boxes over SSH, as the API key does as a password. `public_key` is one
+	// line of an OpenSSH `authorized_keys` file without options (`ssh-ed25519 AAAA…
+	// comment`, as in `~/.ssh/id_ed25519.pub`). 400 for anything else (a private key,
+	// options, a certificate, an RSA key under 2048 bits); 409 when the account has the
+	// key already.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/ssh-keys (the `AddSSHKey` operationId).
+	AddSSHKeyWithResponse(ctx context.Context, body AddSSHKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*AddSSHKeyHTTPResponse, error)
+
+	// DeleteSSHKeyWithResponse Remove an SSH public key from the account
+	//
+	// boxd's own (`x-box-server: boxd`): the key logs in no more. Connections it opened
+	// stay open.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v2/ssh-keys/{keyId} (the `DeleteSSHKey` operationId).
+	DeleteSSHKeyWithResponse(ctx context.Context, keyID string, reqEditors ...RequestEditorFn) (*DeleteSSHKeyHTTPResponse, error)
 }
 
 type DeleteBoxesHTTPResponse struct {
@@ -17122,6 +17511,254 @@ func (r GetBoxStatusHTTPResponse) ContentType() string {
 	return ""
 }
 
+type GetSSHInfoHTTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SSHInfo
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSSHInfoHTTPResponse) GetJSON200() *SSHInfo {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetSSHInfoHTTPResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetSSHInfoHTTPResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetSSHInfoHTTPResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSSHInfoHTTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSSHInfoHTTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSSHInfoHTTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSSHInfoHTTPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListSSHKeysHTTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *[]SSHKey
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSSHKeysHTTPResponse) GetJSON200() *[]SSHKey {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListSSHKeysHTTPResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListSSHKeysHTTPResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSSHKeysHTTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSSHKeysHTTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSSHKeysHTTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSSHKeysHTTPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type AddSSHKeyHTTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SSHKey
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AddSSHKeyHTTPResponse) GetJSON200() *SSHKey {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AddSSHKeyHTTPResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AddSSHKeyHTTPResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r AddSSHKeyHTTPResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r AddSSHKeyHTTPResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r AddSSHKeyHTTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AddSSHKeyHTTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AddSSHKeyHTTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AddSSHKeyHTTPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeleteSSHKeyHTTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MessageResponse
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DeleteSSHKeyHTTPResponse) GetJSON200() *MessageResponse {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteSSHKeyHTTPResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteSSHKeyHTTPResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DeleteSSHKeyHTTPResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteSSHKeyHTTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteSSHKeyHTTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteSSHKeyHTTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteSSHKeyHTTPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // DeleteBoxesWithBodyWithResponse Delete several boxes
 //
 // Deletes the boxes whose ids are listed. An empty `ids` list never means "all boxes":
@@ -19035,6 +19672,95 @@ func (c *ClientWithResponses) GetBoxStatusWithResponse(ctx context.Context, id B
 		return nil, err
 	}
 	return ParseGetBoxStatusHTTPResponse(rsp)
+}
+
+// GetSSHInfoWithResponse Where boxd serves SSH, and its host key
+//
+// boxd's own (`x-box-server: boxd`): the address of its SSH server and the host key it
+// presents, so that a client can connect with no prompt to trust the key (`box ssh`
+// writes it to a known-hosts file). 404 when boxd serves no SSH.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v2/ssh (the `GetSSHInfo` operationId).
+func (c *ClientWithResponses) GetSSHInfoWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSSHInfoHTTPResponse, error) {
+	rsp, err := c.GetSSHInfo(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSSHInfoHTTPResponse(rsp)
+}
+
+// ListSSHKeysWithResponse List the account's SSH public keys
+//
+// boxd's own (`x-box-server: boxd`): the public keys that log in to boxd's SSH server,
+// oldest first. Keys in the file of boxd's `-ssh-authorized-keys` are not listed.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v2/ssh-keys (the `ListSSHKeys` operationId).
+func (c *ClientWithResponses) ListSSHKeysWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSSHKeysHTTPResponse, error) {
+	rsp, err := c.ListSSHKeys(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSSHKeysHTTPResponse(rsp)
+}
+
+// AddSSHKeyWithBodyWithResponse Add an SSH public key to the account
+//
+// boxd's own (`x-box-server: boxd`): from now on the key logs in to any of the
+// account's boxes over SSH, as the API key does as a password. `public_key` is one
+// line of an OpenSSH `authorized_keys` file without options (`ssh-ed25519 AAAA…
+// comment`, as in `~/.ssh/id_ed25519.pub`). 400 for anything else (a private key,
+// options, a certificate, an RSA key under 2048 bits); 409 when the account has the
+// key already.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/ssh-keys (the `AddSSHKey` operationId).
+func (c *ClientWithResponses) AddSSHKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddSSHKeyHTTPResponse, error) {
+	rsp, err := c.AddSSHKeyWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAddSSHKeyHTTPResponse(rsp)
+}
+
+// AddSSHKeyWithResponse Add an SSH public key to the account
+//
+// boxd's own (`x-box-server: boxd`): from now on the key logs in to any of the
+// account's boxes over SSH, as the API key does as a password. `public_key` is one
+// line of an OpenSSH `authorized_keys` file without options (`ssh-ed25519 AAAA…
+// comment`, as in `~/.ssh/id_ed25519.pub`). 400 for anything else (a private key,
+// options, a certificate, an RSA key under 2048 bits); 409 when the account has the
+// key already.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/ssh-keys (the `AddSSHKey` operationId).
+func (c *ClientWithResponses) AddSSHKeyWithResponse(ctx context.Context, body AddSSHKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*AddSSHKeyHTTPResponse, error) {
+	rsp, err := c.AddSSHKey(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAddSSHKeyHTTPResponse(rsp)
+}
+
+// DeleteSSHKeyWithResponse Remove an SSH public key from the account
+//
+// boxd's own (`x-box-server: boxd`): the key logs in no more. Connections it opened
+// stay open.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v2/ssh-keys/{keyId} (the `DeleteSSHKey` operationId).
+func (c *ClientWithResponses) DeleteSSHKeyWithResponse(ctx context.Context, keyID string, reqEditors ...RequestEditorFn) (*DeleteSSHKeyHTTPResponse, error) {
+	rsp, err := c.DeleteSSHKey(ctx, keyID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteSSHKeyHTTPResponse(rsp)
 }
 
 // ParseDeleteBoxesHTTPResponse parses an HTTP response from a DeleteBoxesWithResponse call
@@ -24182,6 +24908,194 @@ func ParseGetBoxStatusHTTPResponse(rsp *http.Response) (*GetBoxStatusHTTPRespons
 	return response, nil
 }
 
+// ParseGetSSHInfoHTTPResponse parses an HTTP response from a GetSSHInfoWithResponse call
+func ParseGetSSHInfoHTTPResponse(rsp *http.Response) (*GetSSHInfoHTTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSSHInfoHTTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SSHInfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListSSHKeysHTTPResponse parses an HTTP response from a ListSSHKeysWithResponse call
+func ParseListSSHKeysHTTPResponse(rsp *http.Response) (*ListSSHKeysHTTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSSHKeysHTTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest []SSHKey
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseAddSSHKeyHTTPResponse parses an HTTP response from a AddSSHKeyWithResponse call
+func ParseAddSSHKeyHTTPResponse(rsp *http.Response) (*AddSSHKeyHTTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AddSSHKeyHTTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SSHKey
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeleteSSHKeyHTTPResponse parses an HTTP response from a DeleteSSHKeyWithResponse call
+func ParseDeleteSSHKeyHTTPResponse(rsp *http.Response) (*DeleteSSHKeyHTTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteSSHKeyHTTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MessageResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// DeleteBoxes Delete several boxes
@@ -24438,6 +25352,18 @@ type ServerInterface interface {
 	// GetBoxStatus Get a box's status
 	// (GET /v2/box/{id}/status)
 	GetBoxStatus(w http.ResponseWriter, r *http.Request, id BoxID)
+	// GetSSHInfo Where boxd serves SSH, and its host key
+	// (GET /v2/ssh)
+	GetSSHInfo(w http.ResponseWriter, r *http.Request)
+	// ListSSHKeys List the account's SSH public keys
+	// (GET /v2/ssh-keys)
+	ListSSHKeys(w http.ResponseWriter, r *http.Request)
+	// AddSSHKey Add an SSH public key to the account
+	// (POST /v2/ssh-keys)
+	AddSSHKey(w http.ResponseWriter, r *http.Request)
+	// DeleteSSHKey Remove an SSH public key from the account
+	// (DELETE /v2/ssh-keys/{keyId})
+	DeleteSSHKey(w http.ResponseWriter, r *http.Request, keyID string)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -27004,6 +27930,74 @@ func (siw *ServerInterfaceWrapper) GetBoxStatus(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// GetSSHInfo operation middleware
+func (siw *ServerInterfaceWrapper) GetSSHInfo(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSSHInfo(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListSSHKeys operation middleware
+func (siw *ServerInterfaceWrapper) ListSSHKeys(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListSSHKeys(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AddSSHKey operation middleware
+func (siw *ServerInterfaceWrapper) AddSSHKey(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AddSSHKey(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteSSHKey operation middleware
+func (siw *ServerInterfaceWrapper) DeleteSSHKey(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "keyId" -------------
+	var keyID string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "keyId", r.PathValue("keyId"), &keyID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "keyId", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteSSHKey(w, r, keyID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -27133,6 +28127,10 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v2/box/settings/env", wrapper.SetAllEnv)
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v2/box/settings/env/{key}", wrapper.DeleteEnv)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v2/box/settings/env/{key}", wrapper.SetEnv)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/ssh", wrapper.GetSSHInfo)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/ssh-keys", wrapper.ListSSHKeys)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/ssh-keys", wrapper.AddSSHKey)
+	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v2/ssh-keys/{keyId}", wrapper.DeleteSSHKey)
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v2/box/{id}", wrapper.DeleteBox)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/box/{id}", wrapper.GetBox)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/box/{id}/status", wrapper.GetBoxStatus)
@@ -35295,6 +36293,260 @@ func (response GetBoxStatus500JSONResponse) VisitGetBoxStatusResponse(w http.Res
 	return err
 }
 
+type GetSSHInfoRequestObject struct {
+}
+
+type GetSSHInfoResponseObject interface {
+	VisitGetSSHInfoResponse(w http.ResponseWriter) error
+}
+
+type GetSSHInfo200JSONResponse SSHInfo
+
+func (response GetSSHInfo200JSONResponse) VisitGetSSHInfoResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSSHInfo401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response GetSSHInfo401JSONResponse) VisitGetSSHInfoResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSSHInfo404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response GetSSHInfo404JSONResponse) VisitGetSSHInfoResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSSHInfo500JSONResponse struct{ InternalErrorJSONResponse }
+
+func (response GetSSHInfo500JSONResponse) VisitGetSSHInfoResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSSHKeysRequestObject struct {
+}
+
+type ListSSHKeysResponseObject interface {
+	VisitListSSHKeysResponse(w http.ResponseWriter) error
+}
+
+type ListSSHKeys200JSONResponse []SSHKey
+
+func (response ListSSHKeys200JSONResponse) VisitListSSHKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSSHKeys401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response ListSSHKeys401JSONResponse) VisitListSSHKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSSHKeys500JSONResponse struct{ InternalErrorJSONResponse }
+
+func (response ListSSHKeys500JSONResponse) VisitListSSHKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddSSHKeyRequestObject struct {
+	Body *AddSSHKeyJSONRequestBody
+}
+
+type AddSSHKeyResponseObject interface {
+	VisitAddSSHKeyResponse(w http.ResponseWriter) error
+}
+
+type AddSSHKey200JSONResponse SSHKey
+
+func (response AddSSHKey200JSONResponse) VisitAddSSHKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddSSHKey400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response AddSSHKey400JSONResponse) VisitAddSSHKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddSSHKey401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response AddSSHKey401JSONResponse) VisitAddSSHKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddSSHKey409JSONResponse struct{ ConflictJSONResponse }
+
+func (response AddSSHKey409JSONResponse) VisitAddSSHKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddSSHKey500JSONResponse struct{ InternalErrorJSONResponse }
+
+func (response AddSSHKey500JSONResponse) VisitAddSSHKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSSHKeyRequestObject struct {
+	KeyID string `json:"keyId"`
+}
+
+type DeleteSSHKeyResponseObject interface {
+	VisitDeleteSSHKeyResponse(w http.ResponseWriter) error
+}
+
+type DeleteSSHKey200JSONResponse MessageResponse
+
+func (response DeleteSSHKey200JSONResponse) VisitDeleteSSHKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSSHKey401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response DeleteSSHKey401JSONResponse) VisitDeleteSSHKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSSHKey404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response DeleteSSHKey404JSONResponse) VisitDeleteSSHKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSSHKey500JSONResponse struct{ InternalErrorJSONResponse }
+
+func (response DeleteSSHKey500JSONResponse) VisitDeleteSSHKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// DeleteBoxes Delete several boxes
@@ -35551,6 +36803,18 @@ type StrictServerInterface interface {
 	// GetBoxStatus Get a box's status
 	// (GET /v2/box/{id}/status)
 	GetBoxStatus(ctx context.Context, request GetBoxStatusRequestObject) (GetBoxStatusResponseObject, error)
+	// GetSSHInfo Where boxd serves SSH, and its host key
+	// (GET /v2/ssh)
+	GetSSHInfo(ctx context.Context, request GetSSHInfoRequestObject) (GetSSHInfoResponseObject, error)
+	// ListSSHKeys List the account's SSH public keys
+	// (GET /v2/ssh-keys)
+	ListSSHKeys(ctx context.Context, request ListSSHKeysRequestObject) (ListSSHKeysResponseObject, error)
+	// AddSSHKey Add an SSH public key to the account
+	// (POST /v2/ssh-keys)
+	AddSSHKey(ctx context.Context, request AddSSHKeyRequestObject) (AddSSHKeyResponseObject, error)
+	// DeleteSSHKey Remove an SSH public key from the account
+	// (DELETE /v2/ssh-keys/{keyId})
+	DeleteSSHKey(ctx context.Context, request DeleteSSHKeyRequestObject) (DeleteSSHKeyResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -38118,6 +39382,111 @@ func (sh *strictHandler) GetBoxStatus(w http.ResponseWriter, r *http.Request, id
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetBoxStatusResponseObject); ok {
 		if err := validResponse.VisitGetBoxStatusResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetSSHInfo operation middleware
+func (sh *strictHandler) GetSSHInfo(w http.ResponseWriter, r *http.Request) {
+	var request GetSSHInfoRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSSHInfo(ctx, request.(GetSSHInfoRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSSHInfo")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetSSHInfoResponseObject); ok {
+		if err := validResponse.VisitGetSSHInfoResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListSSHKeys operation middleware
+func (sh *strictHandler) ListSSHKeys(w http.ResponseWriter, r *http.Request) {
+	var request ListSSHKeysRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListSSHKeys(ctx, request.(ListSSHKeysRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListSSHKeys")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListSSHKeysResponseObject); ok {
+		if err := validResponse.VisitListSSHKeysResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AddSSHKey operation middleware
+func (sh *strictHandler) AddSSHKey(w http.ResponseWriter, r *http.Request) {
+	var request AddSSHKeyRequestObject
+
+	var body AddSSHKeyJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AddSSHKey(ctx, request.(AddSSHKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AddSSHKey")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AddSSHKeyResponseObject); ok {
+		if err := validResponse.VisitAddSSHKeyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteSSHKey operation middleware
+func (sh *strictHandler) DeleteSSHKey(w http.ResponseWriter, r *http.Request, keyID string) {
+	var request DeleteSSHKeyRequestObject
+
+	request.KeyID = keyID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteSSHKey(ctx, request.(DeleteSSHKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteSSHKey")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteSSHKeyResponseObject); ok {
+		if err := validResponse.VisitDeleteSSHKeyResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {

@@ -211,6 +211,13 @@ type Config struct {
 	// address (for IPv6, each /64). Zero means
 	// DefaultSSHMaxUnauthenticatedPerIP (16), a negative value no bound.
 	SSHMaxUnauthenticatedPerIP int
+	// SSHAuthorizedKeys is an OpenSSH authorized_keys file: each key in
+	// it logs in over SSH to any box, as the API key does as a password
+	// and as the account's keys (added over the API) do. Lines with
+	// options are skipped (boxd honours none of them). boxd reads the
+	// file again when it changes; New fails when it cannot be read.
+	// Empty means none.
+	SSHAuthorizedKeys string
 }
 
 // Server is boxd. It is an http.Handler.
@@ -399,17 +406,21 @@ func New(cfg Config) (*Server, error) {
 		CreateBox:      s.boxes.Create,
 	})
 	s.git = git.New(git.Config{Host: s.core, GitHubURL: cfg.GitHubURL, GitHubAPIURL: cfg.GitHubAPIURL})
-	s.handler = s.withPreviews(s.routes())
 	// The SSH servers that ServeSSH starts later close first.
-	s.ssh = ssh.New(ssh.Config{
-		Host:        s.core,
-		DataDir:     cfg.DataDir,
-		APIKey:      cfg.APIKey,
-		Isolation:   s.cfg.Isolation,
-		AgentBinary: exe,
-		Guard:       newSSHGuard(cfg, s.log),
-	})
+	if s.ssh, err = ssh.New(ssh.Config{
+		Host:               s.core,
+		DataDir:            cfg.DataDir,
+		APIKey:             cfg.APIKey,
+		AuthorizedKeysFile: cfg.SSHAuthorizedKeys,
+		Isolation:          s.cfg.Isolation,
+		AgentBinary:        exe,
+		Guard:              newSSHGuard(cfg, s.log),
+	}); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("boxd: %w", err)
+	}
 	s.onClose(s.ssh.Close)
+	s.handler = s.withPreviews(s.routes())
 	s.core.OnBoxDeleted(s.schedules.ForgetBox)
 	s.core.OnBoxDeleted(s.browsers.ForgetBox)
 	// Expired ephemeral boxes go, and keep-alive boxes with an init

@@ -5,7 +5,10 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"time"
+
+	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/upstash/box-go/local/internal/sshguard"
 )
@@ -54,10 +57,26 @@ func newSSHGuard(cfg Config, log *slog.Logger) *sshguard.Guard {
 }
 
 // ServeSSH serves boxes over SSH on l until ctx ends or Close is called:
-// `ssh <box-id>@<host> -p <port>`, with the API key as the password. The
-// host key is made on first use and kept in the data directory. Like the
-// API's, l's port is out of every box's reach.
+// `ssh <box-id>@<host> -p <port>`, with the API key as the password, or a
+// public key of the account's (GET/POST /v2/ssh-keys) or of
+// Config.SSHAuthorizedKeys. The host key is made on first use and kept in
+// the data directory. Like the API's, l's port is out of every box's
+// reach. `ssh -L` reaches ports on a box's own loopback; no other
+// forward is made.
 func (s *Server) ServeSSH(ctx context.Context, l net.Listener) error {
 	s.ownPort(l.Addr())
 	return s.ssh.Serve(ctx, l)
+}
+
+// SSHHostKey returns the SSH server's host key, as a line of known_hosts
+// after the host name ("ssh-ed25519 AAAA…"), and its SHA-256
+// fingerprint, as ssh-keygen -l shows it ("SHA256:…"). The key is made
+// and kept in the data directory when it is not there yet.
+func (s *Server) SSHHostKey() (publicKey, fingerprint string, err error) {
+	signer, err := s.ssh.HostKey()
+	if err != nil {
+		return "", "", err
+	}
+	pub := signer.PublicKey()
+	return strings.TrimSpace(string(gossh.MarshalAuthorizedKey(pub))), gossh.FingerprintSHA256(pub), nil
 }

@@ -111,8 +111,8 @@ func (d *sshd) run(t *testing.T, tool, password string, args ...string) sshResul
 
 // TestSSH drives boxd's SSH server with OpenSSH's ssh, scp and sftp:
 // commands with their status and environment, a terminal that follows the
-// window, file transfers both ways, and refusals of a wrong key and an
-// unknown box.
+// window, file transfers both ways, a wrong key refused and an unknown
+// box named as such.
 func TestSSH(t *testing.T) {
 	t.Parallel()
 	data := t.TempDir()
@@ -132,8 +132,9 @@ func TestSSH(t *testing.T) {
 	if r.code != 255 || !strings.Contains(r.stderr, "Permission denied") {
 		t.Errorf("a wrong key = %+v", r)
 	}
+	// The key is right: the client learns that the box is not there.
 	r = d.run(t, "ssh", d.key, "box-nosuchbox@127.0.0.1", "true")
-	if r.code != 255 || !strings.Contains(r.stderr, "Permission denied") {
+	if r.code != 255 || !strings.Contains(r.stderr, "no such box: box-nosuchbox") {
 		t.Errorf("an unknown box = %+v", r)
 	}
 	if strings.Contains(r.stderr, d.key) {

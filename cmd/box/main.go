@@ -10,6 +10,7 @@
 //	box exec <id> -- npm test        # exits with the command's status
 //	box cp ./src <id>:/workspace/home/src
 //	box shell <id>                   # an interactive shell in the box
+//	box ssh <id>                     # ssh into a box of boxd
 //	box serve                        # boxd, the local backend
 //
 // The API key comes from --token or UPSTASH_BOX_API_KEY, the endpoint from
@@ -38,6 +39,10 @@ import (
 )
 
 func main() {
+	// box is ssh's SSH_ASKPASS program when box ssh runs ssh.
+	if code, ok := askpass(os.Args[1:], os.Stdout); ok {
+		os.Exit(code)
+	}
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
@@ -151,7 +156,7 @@ func (a *app) root() *cobra.Command {
 		a.listCmd(), a.getCmd(), a.rmCmd(), a.pauseCmd(), a.resumeCmd(), a.statusCmd(),
 		a.snapshotCmd(), a.urlCmd(), a.urlsCmd(), a.logsCmd(), a.envCmd(),
 		a.scheduleCmd(), a.runsCmd(), a.runCmd(),
-		a.execCmd(), a.shellCmd(), a.cpCmd(),
+		a.execCmd(), a.shellCmd(), a.cpCmd(), a.sshCmd(), a.sshKeyCmd(),
 		a.initDemoCmd(), a.serveCmd(), a.versionCmd(),
 	)
 	// completion with a shell it does not know is bad input too (cobra

@@ -6,6 +6,7 @@
 //
 //	boxd [-addr 127.0.0.1:8989] [-data DIR] [-api-key-file FILE] [-isolation bwrap|none]
 //	     [-allow-host-loopback] [-github-url https://github.com] [-github-api-url URL]
+//	     [-ssh-addr 127.0.0.1:2222] [-ssh-authorized-keys FILE]
 //
 // The API key comes from the file given with -api-key-file, else from
 // $UPSTASH_BOX_API_KEY; without either boxd makes one and prints it.

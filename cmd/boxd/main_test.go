@@ -867,7 +867,18 @@ func TestFlags(t *testing.T) {
 			t.Skip("ssh is not installed")
 		}
 		key := newKey()
-		d := start(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", key, "-ssh-addr", "127.0.0.1:0")
+		// A user's key, in the file of -ssh-authorized-keys.
+		dir := t.TempDir()
+		userKey := filepath.Join(dir, "id_ed25519")
+		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", userKey).CombinedOutput(); err != nil {
+			t.Fatalf("ssh-keygen: %v\n%s", err, out)
+		}
+		authorized := filepath.Join(dir, "authorized_keys")
+		if err := os.Rename(userKey+".pub", authorized); err != nil {
+			t.Fatal(err)
+		}
+		data := t.TempDir()
+		d := start(t, nil, "-addr", "127.0.0.1:0", "-data", data, "-api-key", key, "-ssh-addr", "127.0.0.1:0", "-ssh-authorized-keys", authorized)
 		sshRE := regexp.MustCompile(`^ssh on 127\.0\.0\.1 port (\d+): ssh -p (\d+) <box-id>@127\.0\.0\.1$`)
 		var port string
 		if !waitFor(10*time.Second, func() bool {
@@ -880,11 +891,20 @@ func TestFlags(t *testing.T) {
 		}) {
 			t.Fatalf("no ssh line: %q", d.stdoutLines())
 		}
+		// The host key's fingerprint, on stderr, is the one ssh-keygen
+		// reads from the key in the data directory.
+		out, err := exec.Command("ssh-keygen", "-l", "-E", "sha256", "-f", filepath.Join(data, "ssh_host_ed25519_key")).Output()
+		if err != nil {
+			t.Fatalf("ssh-keygen -l: %v", err)
+		}
+		fp := strings.Fields(string(out))[1]
+		if want := "boxd: SSH host key fingerprint " + fp + " (ED25519)\n"; !strings.Contains(d.stderr.String(), want) {
+			t.Errorf("boxd's stderr has no %q:\n%s", want, d.stderr.String())
+		}
 		b, err := d.client(t, key).Create(t.Context(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		dir := t.TempDir()
 		askpass := filepath.Join(dir, "askpass")
 		if err := os.WriteFile(askpass, []byte("#!/bin/sh\necho "+key+"\n"), 0o700); err != nil {
 			t.Fatal(err)
@@ -892,10 +912,31 @@ func TestFlags(t *testing.T) {
 		cmd := exec.Command("ssh", "-F", "/dev/null", "-p", port, "-o", "StrictHostKeyChecking=accept-new", "-o", "UserKnownHostsFile="+filepath.Join(dir, "known"),
 			"-o", "PreferredAuthentications=password", "-o", "PubkeyAuthentication=no", b.ID()+"@127.0.0.1", "echo $BOX_ID; exit 5")
 		cmd.Env = append(os.Environ(), "SSH_ASKPASS="+askpass, "SSH_ASKPASS_REQUIRE=force")
-		out, err := cmd.Output()
+		out, err = cmd.Output()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 5 || string(out) != b.ID()+"\n" {
 			t.Errorf("ssh into a box of boxd -ssh-addr: %q, %v", out, err)
+		}
+		// The key of -ssh-authorized-keys logs in, and the host key is
+		// the one whose fingerprint boxd printed.
+		cmd = exec.Command("ssh", "-F", "/dev/null", "-p", port, "-i", userKey, "-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none", "-o", "BatchMode=yes",
+			"-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile="+filepath.Join(dir, "known"), "-o", "FingerprintHash=sha256", b.ID()+"@127.0.0.1", "echo by-key")
+		if out, err := cmd.CombinedOutput(); err != nil || string(out) != "by-key\n" {
+			t.Errorf("ssh with the key of -ssh-authorized-keys: %q, %v", out, err)
+		}
+		if out, err := exec.Command("ssh-keygen", "-l", "-E", "sha256", "-f", filepath.Join(dir, "known")).Output(); err != nil || !strings.Contains(string(out), fp) {
+			t.Errorf("the host key ssh was shown: %q, %v; boxd printed %s", out, err, fp)
+		}
+	})
+
+	t.Run("ssh-authorized-keys missing", func(t *testing.T) {
+		t.Parallel()
+		requireBwrap(t)
+		missing := filepath.Join(t.TempDir(), "nope")
+		d := launch(t, nil, "-addr", "127.0.0.1:0", "-data", t.TempDir(), "-api-key", newKey(), "-ssh-addr", "127.0.0.1:0", "-ssh-authorized-keys", missing)
+		<-d.exited
+		if d.state.ExitCode() != 1 || !strings.Contains(d.stderr.String(), "SSH authorized keys file") || !strings.Contains(d.stderr.String(), missing) {
+			t.Errorf("boxd with a missing -ssh-authorized-keys: %v, %s", d.state, d.stderr.String())
 		}
 	})
 

@@ -65,7 +65,8 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 	hostLoopback := fl.Bool("allow-host-loopback", false, "let boxes reach services on this machine (its loopback, 127.0.0.1 or host.boxd.internal, and the addresses of its network interfaces) where their network policy allows the address (a name in allowed_domains leads there only as host.boxd.internal or where allowed_cidrs cover it); off by default; boxd's own API and SSH server stay out of reach either way")
 	providers := map[string]string{}
 	fl.Func("model-provider-url", "the base URL of a model provider, as `provider=URL`, for the agent CLIs and the browser's AI operations, e.g. anthropic=https://llm.internal or openai=http://127.0.0.1:4000/v1 (repeatable; providers: anthropic, openai, openrouter, vercel; a loopback URL reaches boxes as host.boxd.internal)", pairInto(providers, "provider", "URL"))
-	sshAddr := fl.String("ssh-addr", "", "address to serve SSH on (ssh <box-id>@host -p port, the API key as the password); off when empty")
+	sshAddr := fl.String("ssh-addr", "", "address to serve SSH on (ssh <box-id>@host -p port, the API key as the password, or a key added with box ssh-key add); off when empty")
+	sshKeys := fl.String("ssh-authorized-keys", "", "an OpenSSH authorized_keys `file` whose keys log in over SSH to any box, as the API key does; read again when it changes (lines with options are skipped)")
 	idlePause := fl.Duration("idle-pause", local.DefaultIdlePause, "pause a box that is not keep-alive after this long without use (0: never); the next call wakes it")
 	root := fl.String("root", local.RootImage, "what a box's root is: image (its runtime's OCI image, pulled into -data once) or host (the host's /usr read-only, no images, works offline)")
 	images := map[string]string{}
@@ -129,7 +130,7 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 	// cleanly once it has said it is listening.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv, l, err := local.Listen(local.Config{DataDir: *data, APIKey: key, Isolation: *isolation, Logger: log, GitHubURL: *githubURL, GitHubAPIURL: *githubAPIURL, AllowHostLoopback: *hostLoopback, ModelProviderURLs: providers, IdlePause: idle, Root: *root, Images: images, MinFreeDisk: cmp.Or(minFree, -1), MaxImageSize: cmp.Or(maxImage, -1)}, *addr)
+	srv, l, err := local.Listen(local.Config{DataDir: *data, APIKey: key, Isolation: *isolation, Logger: log, GitHubURL: *githubURL, GitHubAPIURL: *githubAPIURL, AllowHostLoopback: *hostLoopback, ModelProviderURLs: providers, IdlePause: idle, Root: *root, Images: images, MinFreeDisk: cmp.Or(minFree, -1), MaxImageSize: cmp.Or(maxImage, -1), SSHAuthorizedKeys: *sshKeys}, *addr)
 	if err != nil {
 		return err
 	}
@@ -148,6 +149,9 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	var sshL net.Listener
+	if *sshAddr == "" && *sshKeys != "" {
+		log.Warn("-ssh-authorized-keys is of no use without -ssh-addr: boxd serves no SSH")
+	}
 	if *sshAddr != "" {
 		if sshL, err = net.Listen("tcp", *sshAddr); err != nil {
 			return fmt.Errorf("-ssh-addr: %w", err)
@@ -159,6 +163,12 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 	if sshL != nil {
 		host, port, _ := net.SplitHostPort(sshL.Addr().String())
 		fmt.Fprintf(stdout, "ssh on %s port %s: ssh -p %s <box-id>@%s\n", host, port, port, host)
+		// What a client's first connection asks its user to check.
+		_, fp, err := srv.SSHHostKey()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "boxd: SSH host key fingerprint %s (ED25519)\n", fp)
 		go func() {
 			if err := srv.ServeSSH(ctx, sshL); err != nil {
 				log.Error("SSH server stopped", "err", err)

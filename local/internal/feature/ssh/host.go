@@ -1,9 +1,11 @@
 // Package ssh is the SSH feature: `ssh <box-id>@<host>` with the API key
-// as the password, a shell, a command, a terminal, signals and the sftp
-// subsystem, each run through the box's exec sessions. It owns the SSH
-// servers, their host key in the data directory, and the admission of
-// their clients (through an sshguard.Guard). It reaches boxes only
-// through its Host.
+// as the password or a public key, a shell, a command, a terminal,
+// signals and the sftp subsystem, each run through the box's exec
+// sessions, and local forwards to ports on the box's loopback. It owns
+// the SSH servers, their host key in the data directory, the account's
+// keys (GET/POST/DELETE /v2/ssh-keys, boxd's own routes) and the
+// admission of their clients (through an sshguard.Guard). It reaches
+// boxes only through its Host.
 package ssh
 
 import (
@@ -19,7 +21,7 @@ import (
 // Host is what SSH needs of boxd's core.
 type Host interface {
 	// EnsureRunning starts box b if it is not running and returns the
-	// client of its agent.
+	// client of its agent (whose DialPort reaches a port in the box).
 	EnsureRunning(ctx context.Context, b *store.Box) (*agent.Client, error)
 	// Busy marks a box in use until done is called.
 	Busy(id string) (done func())
@@ -33,9 +35,12 @@ type Config struct {
 	// DataDir keeps the host key.
 	DataDir string
 	// APIKey is the password.
-	APIKey      string
-	Isolation   sandbox.Mode
-	AgentBinary string
+	APIKey string
+	// AuthorizedKeysFile is an OpenSSH authorized_keys file whose keys
+	// log in as the account's do; empty for none.
+	AuthorizedKeysFile string
+	Isolation          sandbox.Mode
+	AgentBinary        string
 	// Guard bounds the clients before they authenticate.
 	Guard *sshguard.Guard
 }

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,27 +29,50 @@ import (
 )
 
 // SSH: `ssh <box-id>@<host> -p <port>`, with the API key as the password,
-// as on the cloud. A shell, a command (with its exit status), a terminal
+// as on the cloud, or with a public key of the account's or of the
+// operator's authorized_keys file. A shell, a command (with its exit status), a terminal
 // that follows the window, environment variables, signals, and the sftp
 // subsystem (so scp and sftp work) all run through the box's exec
 // sessions, the same in-box machinery as Exec.Session. The sftp server is
 // boxd's own binary in the box (package agent, on github.com/pkg/sftp),
-// running as the box user.
+// running as the box user. A local forward (ssh -L, -W) reaches a port on
+// the box's own loopback through the agent's bridge, as public URLs do;
+// nothing else is forwarded.
+//
+// Authentication checks the credential alone: a client that has one
+// learns that the box it names does not exist from the session
+// ("no such box"), one that has none learns nothing of the boxes.
 
 // SSH is the SSH feature: its servers, and the bounds on their clients.
 type SSH struct {
 	host Host
 	cfg  Config
+	// fileKeys is the operator's authorized_keys file; nil for none.
+	fileKeys *authorizedKeys
 
 	mu      sync.Mutex
 	servers []*gssh.Server
+	// addrs are where the servers listen, in the order they started.
+	addrs  []net.Addr
+	signer gssh.Signer // the host key, once loaded
 	// capLogged is when boxd last said that SSH connections were closed
 	// at a cap (unix seconds).
 	capLogged atomic.Int64
 }
 
-// New returns the SSH feature; Serve serves it.
-func New(cfg Config) *SSH { return &SSH{host: cfg.Host, cfg: cfg} }
+// New returns the SSH feature; Serve serves it. It reads the
+// authorized_keys file of cfg, and fails when it cannot.
+func New(cfg Config) (*SSH, error) {
+	s := &SSH{host: cfg.Host, cfg: cfg}
+	if cfg.AuthorizedKeysFile != "" {
+		ak, err := newAuthorizedKeys(cfg.AuthorizedKeysFile, cfg.Host.Logger())
+		if err != nil {
+			return nil, err
+		}
+		s.fileKeys = ak
+	}
+	return s, nil
+}
 
 // sshHostKeyName is the host key's file in the data directory.
 const sshHostKeyName = "ssh_host_ed25519_key"
@@ -66,31 +90,54 @@ type (
 // Serve serves boxes over SSH on l until ctx ends or Close is called.
 // The host key is made on first use and kept in the data directory.
 func (s *SSH) Serve(ctx context.Context, l net.Listener) error {
-	signer, err := s.sshHostKey()
+	signer, err := s.HostKey()
 	if err != nil {
 		l.Close()
 		return err
 	}
 	srv := &gssh.Server{
-		HostSigners:     []gssh.Signer{signer},
-		Version:         "boxd",
-		PasswordHandler: s.sshPassword,
-		Handler:         s.sshSession,
-		ConnCallback:    s.sshAdmit,
+		HostSigners:      []gssh.Signer{signer},
+		Version:          "boxd",
+		PasswordHandler:  s.sshPassword,
+		PublicKeyHandler: s.sshPublicKey,
+		Handler:          s.sshSession,
+		ConnCallback:     s.sshAdmit,
 		ServerConfigCallback: func(ctx gssh.Context) *gossh.ServerConfig {
-			return &gossh.ServerConfig{PreAuthConnCallback: func(c gossh.ServerPreAuthConn) {
-				ctx.SetValue(ctxPreAuth{}, c)
-			}}
+			return &gossh.ServerConfig{
+				PreAuthConnCallback: func(c gossh.ServerPreAuthConn) {
+					ctx.SetValue(ctxPreAuth{}, c)
+				},
+				// A key counts as a login once the client has proved
+				// that it holds it, not when it is merely offered.
+				VerifiedPublicKeyCallback: func(conn gossh.ConnMetadata, _ gossh.PublicKey, perm *gossh.Permissions, _ string) (*gossh.Permissions, error) {
+					if !s.loggedIn(ctx, conn.User()) {
+						return nil, errors.New("permission denied")
+					}
+					return perm, nil
+				},
+			}
 		},
 		SubsystemHandlers: map[string]gssh.SubsystemHandler{
 			"sftp": s.sshSFTP,
+		},
+		// Sessions, and local forwards to the box's loopback; no
+		// remote forwards (there are no request handlers for them).
+		ChannelHandlers: map[string]gssh.ChannelHandler{
+			"session":      gssh.DefaultSessionHandler,
+			"direct-tcpip": s.sshDirectTCPIP,
 		},
 	}
 	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
 	defer stop()
 	s.mu.Lock()
 	s.servers = append(s.servers, srv)
+	s.addrs = append(s.addrs, l.Addr())
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.addrs = slices.DeleteFunc(s.addrs, func(a net.Addr) bool { return a == l.Addr() })
+		s.mu.Unlock()
+	}()
 	err = srv.Serve(l)
 	if errors.Is(err, gssh.ErrServerClosed) {
 		return nil
@@ -107,6 +154,22 @@ func (s *SSH) Close() {
 	for _, srv := range srvs {
 		_ = srv.Close()
 	}
+}
+
+// HostKey returns the host key: the one in the data directory, or a new
+// one, made and stored there.
+func (s *SSH) HostKey() (gssh.Signer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.signer != nil {
+		return s.signer, nil
+	}
+	signer, err := s.sshHostKey()
+	if err != nil {
+		return nil, err
+	}
+	s.signer = signer
+	return signer, nil
 }
 
 // sshHostKey loads the host key, or makes and stores one.
@@ -163,12 +226,13 @@ func (s *SSH) sshAdmit(ctx gssh.Context, c net.Conn) net.Conn {
 		return nil // gssh closes c
 	}
 	ctx.SetValue(ctxGuardConn{}, pc)
+	ctx.SetValue(ctxForwards{}, new(atomic.Int32))
 	return pc
 }
 
-// sshPassword admits a connection whose user is a box (its id or name)
-// and whose password is the API key, unless its address is locked out
-// for its failed logins; every refusal counts as one of them.
+// sshPassword admits a connection whose password is the API key, unless
+// its address is locked out for its failed logins; every refusal counts
+// as one of them.
 func (s *SSH) sshPassword(ctx gssh.Context, password string) bool {
 	pc, _ := ctx.Value(ctxGuardConn{}).(*sshguard.Conn)
 	if pc == nil {
@@ -179,21 +243,64 @@ func (s *SSH) sshPassword(ctx gssh.Context, password string) bool {
 		s.sshBanner(ctx, err)
 		return false
 	}
-	b, boxErr := s.host.Store().Box(ctx.User())
 	ok, err := s.cfg.Guard.Check(src, func() bool {
-		keyOK := subtle.ConstantTimeCompare([]byte(password), []byte(s.cfg.APIKey)) == 1
-		return keyOK && boxErr == nil
+		return subtle.ConstantTimeCompare([]byte(password), []byte(s.cfg.APIKey)) == 1
 	})
 	if err != nil {
 		s.sshBanner(ctx, err)
 		return false
 	}
-	// A connection past its deadline is closed already: no login.
-	if !ok || !pc.Authenticated() {
+	return ok && s.loggedIn(ctx, ctx.User())
+}
+
+// sshPublicKey says whether key may log in: it is one of the account's
+// or of the authorized_keys file. The client has yet to prove that it
+// holds the key (see loggedIn). Keys do not count as failed logins: a
+// key cannot be guessed, and a client offers each of its keys in turn.
+func (s *SSH) sshPublicKey(ctx gssh.Context, key gssh.PublicKey) bool {
+	if _, ok := ctx.Value(ctxGuardConn{}).(*sshguard.Conn); !ok {
 		return false
 	}
-	ctx.SetValue(ctxBoxID{}, b.ID)
+	wire := key.Marshal()
+	if s.fileKeys != nil && s.fileKeys.has(wire) {
+		return true
+	}
+	k, err := s.host.Store().SSHKeyByWire(wire)
+	return err == nil && subtle.ConstantTimeCompare(k.Wire, wire) == 1
+}
+
+// loggedIn ends the connection's time as unauthenticated, once its
+// credential is right, and notes the box it names, when there is one.
+// It reports false when the connection is closed already, its deadline
+// having passed: then the login must be refused.
+func (s *SSH) loggedIn(ctx gssh.Context, user string) bool {
+	pc, _ := ctx.Value(ctxGuardConn{}).(*sshguard.Conn)
+	if pc == nil || !pc.Authenticated() {
+		return false
+	}
+	if b, err := s.host.Store().Box(user); err == nil {
+		ctx.SetValue(ctxBoxID{}, b.ID)
+	}
 	return true
+}
+
+// noSuchBox is what a client whose user names no box is told.
+func noSuchBox(user string) string {
+	return "no such box: " + safeName(user)
+}
+
+// safeName is a name a client gave, fit to be shown back to it: at most
+// 100 characters, without control characters.
+func safeName(s string) string {
+	if len(s) > 100 {
+		s = s[:100] + "…"
+	}
+	return strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, s)
 }
 
 // sshBanner tells the client why its login is refused, before the
@@ -228,8 +335,10 @@ var loginShellArgv = []string{"sh", "-c", "command -v bash >/dev/null 2>&1 && ex
 
 // sshSFTP serves the sftp subsystem with boxd's sftp server in the box.
 func (s *SSH) sshSFTP(ss gssh.Session) {
-	b, err := s.host.Store().Box(ss.Context().Value(ctxBoxID{}).(string))
-	if err != nil {
+	id, _ := ss.Context().Value(ctxBoxID{}).(string)
+	b, err := s.host.Store().Box(id)
+	if id == "" || err != nil {
+		fmt.Fprintf(ss.Stderr(), "boxd: %s\n", noSuchBox(ss.User()))
 		_ = ss.Exit(255)
 		return
 	}
@@ -253,8 +362,8 @@ func (s *SSH) sshRun(ss gssh.Session, start *session.Start, winCh <-chan gssh.Wi
 	}
 	id, _ := ctx.Value(ctxBoxID{}).(string)
 	b, err := s.host.Store().Box(id)
-	if err != nil {
-		return fail("box not found")
+	if id == "" || err != nil {
+		return fail(noSuchBox(ss.User()))
 	}
 	rt, err := s.host.EnsureRunning(ctx, b)
 	if err != nil {
