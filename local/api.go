@@ -14,6 +14,7 @@ import (
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/feature/agentrun"
 	"github.com/upstash/box-go/local/internal/feature/browsers"
+	"github.com/upstash/box-go/local/internal/feature/desktop"
 	"github.com/upstash/box-go/local/internal/feature/git"
 	"github.com/upstash/box-go/local/internal/feature/previews"
 	"github.com/upstash/box-go/local/internal/feature/schedules"
@@ -87,7 +88,7 @@ func (s *Server) controlPlaneHandler() http.Handler {
 	base.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, http.StatusNotFound, "not found")
 	})
-	strict := gen.NewStrictHandlerWithOptions(&controlPlane{Boxes: s.boxes, Runs: s.runs, Schedules: s.schedules, Snapshots: s.snapshots, Git: s.git, Browsers: s.browsers, Previews: s.previews, s: s}, nil, gen.StrictHTTPServerOptions{
+	strict := gen.NewStrictHandlerWithOptions(&controlPlane{Boxes: s.boxes, Runs: s.runs, Schedules: s.schedules, Snapshots: s.snapshots, Git: s.git, Browsers: s.browsers, Previews: s.previews, Desktops: s.desktops, s: s}, nil, gen.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.As(err, new(*http.MaxBytesError)) {
 				api.WriteError(w, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(s.cfg.MaxBodyBytes, 10)+" bytes")
@@ -139,6 +140,7 @@ type controlPlane struct {
 	*git.Git
 	*browsers.Browsers
 	*previews.Previews
+	*desktop.Desktops
 	s *Server
 }
 

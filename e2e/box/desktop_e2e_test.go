@@ -1,0 +1,231 @@
+package box_test
+
+import (
+	"bytes"
+	"errors"
+	"image"
+	"image/color"
+	"image/png"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/upstash/box-go/box"
+	"github.com/upstash/box-go/boxtest"
+	"github.com/upstash/box-go/local"
+)
+
+// needDesktop skips a desktop test where boxd cannot run desktops (no
+// bubblewrap, or the programs are missing), and fails it under CI, which
+// installs them (./scripts/deps.sh --tests).
+func needDesktop(t *testing.T) {
+	t.Helper()
+	var missing []string
+	for _, p := range []string{"Xvfb", "openbox", "x11vnc", "xdotool", "import", "chromium"} {
+		if _, err := exec.LookPath(p); err != nil {
+			missing = append(missing, p)
+		}
+	}
+	if err := local.CheckIsolation(); err != nil {
+		missing = append(missing, "bubblewrap")
+	}
+	if len(missing) > 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI is set and %v are missing (./scripts/deps.sh --tests installs them)", missing)
+		}
+		t.Skipf("desktops need %v", missing)
+	}
+	browserSlots <- struct{}{}
+	t.Cleanup(func() { <-browserSlots })
+}
+
+// desktopPage is served in the box: a text field across the upper
+// middle of the page and a button across its lower half, whatever the
+// height of Chromium's toolbar. A click on the button turns it green and
+// reports the field's text to the page's server, which logs the request.
+const desktopPage = `<!doctype html>
+<html><body style="margin:0;background:#fff">
+<input id="t" autofocus style="position:fixed;left:0;top:20vh;width:100vw;height:25vh;font-size:40px">
+<button id="b" style="position:fixed;left:0;top:50vh;width:100vw;height:50vh;background:rgb(0,0,255);border:0"
+ onclick="this.style.background='rgb(0,200,0)';fetch('/clicked?text='+encodeURIComponent(document.getElementById('t').value))">go</button>
+</body></html>`
+
+// TestDesktop drives a real desktop in a box through the SDK: it starts
+// at 1280×800 with a page served in the box, a click in the text field
+// and typing fill it, a click on the button turns it green and sends the
+// field's text to the page's server, the screenshots are PNGs of the
+// screen's size whose pixels show the change, and a batch of actions
+// answers one result each.
+func TestDesktop(t *testing.T) {
+	t.Parallel()
+	needDesktop(t)
+	srv := boxtest.NewServer(t)
+	ctx := t.Context()
+	b := newBox(t, srv, &box.CreateParams{Desktop: true})
+	if !b.Info().Desktop {
+		t.Fatalf("the box's info says no desktop: %+v", b.Info())
+	}
+	if err := b.Files.Write(ctx, "site/index.html", []byte(desktopPage)); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, b, "cd site && (python3 -m http.server 8000 --bind 127.0.0.1 > ../server.log 2>&1 &) && sleep 0.5")
+
+	start := time.Now()
+	info, err := b.Desktop.Start(ctx, &box.DesktopStartParams{Open: "http://127.0.0.1:8000/index.html"})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if !info.Running || info.Width != 1280 || info.Height != 800 {
+		t.Fatalf("Start = %+v", info)
+	}
+	// Wait for the page: the button's blue at the bottom of the screen.
+	var before image.Image
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		img, err := b.Desktop.Screenshot(ctx, &box.DesktopScreenshotParams{NoCursor: true})
+		if err != nil {
+			t.Fatalf("Screenshot: %v", err)
+		}
+		if isBlue(img.At(100, 760)) {
+			before = img
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page did not show within 60 s; the pixel at (100, 760) is %v", img.At(100, 760))
+		}
+	}
+	t.Logf("first screenshot of the page %v after Start", time.Since(start).Round(time.Millisecond))
+	if got := before.Bounds().Size(); got != image.Pt(1280, 800) {
+		t.Fatalf("screenshot size %v, want 1280x800", got)
+	}
+	st, err := b.Desktop.Status(ctx)
+	if err != nil || !st.Running || st.Width != 1280 || !st.Processes["Xvfb"] || !st.Processes["chromium"] || !st.Processes["x11vnc"] {
+		t.Fatalf("Status = %+v, %v", st, err)
+	}
+
+	// The text field spans 20% to 45% of the page's height, the button
+	// the lower half; the toolbar is under 20% of 800 pixels.
+	if err := b.Desktop.LeftClick(ctx, image.Pt(640, 350)); err != nil {
+		t.Fatalf("click the field: %v", err)
+	}
+	if err := b.Desktop.Type(ctx, "hello desktop", 0); err != nil {
+		t.Fatalf("Type: %v", err)
+	}
+	if err := b.Desktop.LeftClick(ctx, image.Pt(640, 700)); err != nil {
+		t.Fatalf("click the button: %v", err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		log, err := b.Files.Read(ctx, "server.log")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(log), "GET /clicked?text=hello%20desktop") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page did not report the click with the typed text; its server logged:\n%s", log)
+		}
+	}
+	after, err := b.Desktop.Screenshot(ctx, &box.DesktopScreenshotParams{NoCursor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := after.At(100, 760); !isGreen(c) {
+		t.Errorf("after the click the button's pixel is %v, want green", c)
+	}
+	if c := after.At(5, 5); c != before.At(5, 5) {
+		t.Errorf("a pixel away from the page changed: %v to %v", before.At(5, 5), c)
+	}
+	scr, err := b.Desktop.Screen(ctx)
+	if err != nil || scr.Width != 1280 || scr.Height != 800 || scr.Cursor != image.Pt(640, 700) {
+		t.Errorf("Screen = %+v, %v; want 1280x800 with the pointer at (640, 700)", scr, err)
+	}
+	// The pointer is drawn unless left out.
+	withCursor, err := b.Desktop.Screenshot(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if withCursor.At(641, 705) == after.At(641, 705) {
+		t.Errorf("the pointer is not drawn at (640, 700)")
+	}
+
+	results, err := b.Desktop.Actions(ctx, []box.ComputerAction{
+		{Type: box.ActionMouseMove, Coordinate: &image.Point{X: 300, Y: 400}},
+		{Type: box.ActionCursorPosition},
+		{Type: box.ActionLeftClick, Coordinate: &image.Point{X: 320, Y: 350}},
+		{Type: box.ActionKey, Text: "ctrl+a"},
+		{Type: box.ActionTypeText, Text: "again"},
+		{Type: box.ActionWait, Duration: 100 * time.Millisecond},
+		{Type: box.ActionScreenshot},
+		{Type: "teleport"},
+	})
+	if err != nil {
+		t.Fatalf("Actions: %v", err)
+	}
+	if len(results) != 8 {
+		t.Fatalf("%d results for 8 actions: %+v", len(results), results)
+	}
+	for i, r := range results[:7] {
+		if !r.OK {
+			t.Errorf("action %d failed: %s", i, r.Message)
+		}
+	}
+	if c := results[1].Cursor; c == nil || *c != image.Pt(300, 400) {
+		t.Errorf("cursor_position = %v, want (300, 400)", c)
+	}
+	if img, err := png.Decode(bytes.NewReader(results[6].Screenshot)); err != nil || img.Bounds().Size() != image.Pt(1280, 800) {
+		t.Errorf("the screenshot action's data is not a 1280x800 PNG: %v", err)
+	}
+	if r := results[7]; r.OK || !strings.Contains(r.Message, "teleport") {
+		t.Errorf("an unknown action's result = %+v", r)
+	}
+
+	// Bad input is the caller's error; the server says so.
+	var apiErr *box.Error
+	if err := b.Desktop.MoveMouse(ctx, image.Pt(5000, 10)); !errors.As(err, &apiErr) || apiErr.StatusCode != 400 {
+		t.Errorf("a move off the screen: %v, want a 400", err)
+	}
+	if err := b.Desktop.Press(ctx, "--help"); !errors.As(err, &apiErr) || apiErr.StatusCode != 400 {
+		t.Errorf("a key that is an option: %v, want a 400", err)
+	}
+
+	if err := b.Desktop.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if st, err := b.Desktop.Status(ctx); err != nil || st.Running {
+		t.Errorf("Status after Stop = %+v, %v", st, err)
+	}
+	if r := mustRun(t, b, "pgrep -x Xvfb || pgrep -x x11vnc || echo none"); r.Stdout != "none\n" {
+		t.Errorf("the desktop's processes run after Stop: %q", r.Stdout)
+	}
+	if err := b.Desktop.LeftClick(ctx, image.Pt(1, 1)); !errors.As(err, &apiErr) || apiErr.StatusCode != 409 {
+		t.Errorf("a click on a stopped desktop: %v, want a 409", err)
+	}
+}
+
+// TestDesktopRefusedWithoutDesktop: a box created without a desktop
+// refuses the desktop's calls: the SDK before any request, boxd with a
+// 409.
+func TestDesktopRefusedWithoutDesktop(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t)
+	b := newBox(t, srv, nil)
+	if _, err := b.Desktop.Start(t.Context(), nil); !errors.Is(err, box.ErrNoDesktop) {
+		t.Errorf("Start on a box without a desktop: %v, want ErrNoDesktop", err)
+	}
+	resp := rawRequest(t, srv, "POST", "/v2/box/"+b.ID()+"/desktop/start", "{}")
+	if resp.StatusCode != 409 || !strings.Contains(resp.body, "desktop: true") {
+		t.Errorf("boxd answered %d %s, want a 409 that says how to get a desktop", resp.StatusCode, resp.body)
+	}
+}
+
+func isBlue(c color.Color) bool {
+	r, g, b, _ := c.RGBA()
+	return b>>8 > 200 && r>>8 < 60 && g>>8 < 60
+}
+
+func isGreen(c color.Color) bool {
+	r, g, b, _ := c.RGBA()
+	return g>>8 > 150 && r>>8 < 60 && b>>8 < 60
+}
