@@ -33,6 +33,10 @@ const (
 	// kind, for that box, in the URL's query, and no API key.
 	byCDPToken
 	byLiveToken
+	// byDesktopGrant routes are a desktop's viewer: the grant in the path
+	// (and its user name and password, for basic auth) lets a request
+	// through, checked by the desktop feature.
+	byDesktopGrant
 )
 
 // route is one entry of boxd's route table.
@@ -52,6 +56,7 @@ func (s *Server) routeTable() []route {
 		{"GET /v2/box/{id}/browser/live", byLiveToken, bs.ServeLive},
 		{"GET /v2/box/{id}/browser/live/ws", byLiveToken, bs.ServeLiveWS},
 		{"GET /v2/box/{id}/browser/recordings/{rid}/segments/{name}", byAPIKey, bs.ServeSegment},
+		{"GET /v2/box/{id}/desktop/view/{grant}/{rest...}", byDesktopGrant, s.desktops.ServeView},
 	}
 	// The data plane goes to the box's agent as it is.
 	for _, p := range dataPlane {
@@ -77,6 +82,8 @@ func (s *Server) guard(a access, next http.HandlerFunc) http.Handler {
 		return s.browsers.TokenGuard("cdp", "the CDP URL's token is invalid or has expired; get a new URL", next)
 	case byLiveToken:
 		return s.browsers.TokenGuard("live", "the live view URL's token is invalid or has expired; get a new URL", next)
+	case byDesktopGrant:
+		return next
 	}
 	return s.authenticate(next)
 }

@@ -2,15 +2,21 @@ package box_test
 
 import (
 	"bytes"
+	"context"
+	"encoding/base64"
 	"errors"
 	"image"
 	"image/color"
 	"image/png"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/upstash/box-go/box"
 	"github.com/upstash/box-go/boxtest"
@@ -190,6 +196,8 @@ func TestDesktop(t *testing.T) {
 		t.Errorf("a key that is an option: %v, want a 400", err)
 	}
 
+	checkViewer(t, b)
+
 	if err := b.Desktop.Stop(ctx); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
@@ -228,4 +236,119 @@ func isBlue(c color.Color) bool {
 func isGreen(c color.Color) bool {
 	r, g, b, _ := c.RGBA()
 	return g>>8 > 150 && r>>8 < 60 && b>>8 < 60
+}
+
+// checkViewer opens the desktop's live viewer: noVNC's page needs the
+// basic auth it was given, and its WebSocket speaks RFB through boxd to
+// the box's VNC server, where a pointer event moves the pointer; a
+// view-only viewer's does not, and a new viewer revokes the old one.
+func checkViewer(t *testing.T, b *box.Box) {
+	t.Helper()
+	ctx := t.Context()
+	v, err := b.Desktop.Stream(ctx, nil)
+	if err != nil {
+		t.Fatalf("Stream: %v", err)
+	}
+	if v.Auth != box.StreamAuthBasic || v.Username == "" || v.Password == "" || !strings.Contains(v.URL, "/vnc.html?") {
+		t.Fatalf("Stream = %+v", v)
+	}
+	get := func(u, user, pass string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctx, "GET", u, nil)
+		if user != "" {
+			req.SetBasicAuth(user, pass)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, _ := get(v.URL, "", ""); code != 401 {
+		t.Errorf("the viewer without its password: %d, want 401", code)
+	}
+	if code, _ := get(v.URL, v.Username, "wrong"); code != 401 {
+		t.Errorf("the viewer with a wrong password: %d, want 401", code)
+	}
+	if code, body := get(v.URL, v.Username, v.Password); code != 200 || !strings.Contains(body, "noVNC") {
+		t.Errorf("the viewer's page: %d %.200q", code, body)
+	}
+	auth := http.Header{"Authorization": {"Basic " + base64.StdEncoding.EncodeToString([]byte(v.Username+":"+v.Password))}}
+	if _, _, err := websocket.Dial(ctx, v.RawWebSocketURL, nil); err == nil {
+		t.Errorf("the VNC WebSocket opened without the password")
+	}
+	rfbPointer(t, v.RawWebSocketURL, auth, image.Pt(100, 120))
+	if scr, err := b.Desktop.Screen(ctx); err != nil || scr.Cursor != image.Pt(100, 120) {
+		t.Errorf("after the viewer's pointer event the pointer is at %+v, %v; want (100, 120)", scr, err)
+	}
+	st, err := b.Desktop.Status(ctx)
+	if err != nil || !st.Streaming {
+		t.Errorf("Status while viewable = %+v, %v", st, err)
+	}
+
+	ro, err := b.Desktop.Stream(ctx, &box.StreamParams{Auth: box.StreamAuthToken, ViewOnly: true})
+	if err != nil || ro.Token == "" || !strings.Contains(ro.URL, "view_only=1") {
+		t.Fatalf("a view-only viewer: %+v, %v", ro, err)
+	}
+	if code, _ := get(v.URL, v.Username, v.Password); code != 401 {
+		t.Errorf("the first viewer after a new one: %d, want 401", code)
+	}
+	rfbPointer(t, ro.RawWebSocketURL, nil, image.Pt(300, 330))
+	if scr, err := b.Desktop.Screen(ctx); err != nil || scr.Cursor != image.Pt(100, 120) {
+		t.Errorf("a view-only viewer moved the pointer: %+v, %v", scr, err)
+	}
+}
+
+// rfbPointer speaks RFB 3.8 over the WebSocket at u as a VNC viewer does:
+// the handshake with no VNC password (boxd's grant is the auth), a
+// pointer event at at, then a framebuffer update request, whose answer
+// shows the server has handled the pointer event before it.
+func rfbPointer(t *testing.T, u string, h http.Header, at image.Point) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: h, Subprotocols: []string{"binary"}})
+	if err != nil {
+		t.Fatalf("the VNC WebSocket: %v", err)
+	}
+	defer c.CloseNow()
+	conn := websocket.NetConn(ctx, c, websocket.MessageBinary)
+	read := func(n int) []byte {
+		t.Helper()
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(conn, buf); err != nil {
+			t.Fatalf("RFB: reading %d bytes: %v", n, err)
+		}
+		return buf
+	}
+	write := func(b []byte) {
+		t.Helper()
+		if _, err := conn.Write(b); err != nil {
+			t.Fatalf("RFB: %v", err)
+		}
+	}
+	if v := string(read(12)); !strings.HasPrefix(v, "RFB 003.") {
+		t.Fatalf("the server's RFB version is %q", v)
+	}
+	write([]byte("RFB 003.008\n"))
+	types := read(int(read(1)[0]))
+	if !bytes.Contains(types, []byte{1}) {
+		t.Fatalf("the VNC server asks for security types %v, not None", types)
+	}
+	write([]byte{1})
+	if r := read(4); !bytes.Equal(r, []byte{0, 0, 0, 0}) {
+		t.Fatalf("security result %v", r)
+	}
+	write([]byte{1}) // ClientInit: shared
+	init := read(24)
+	if w, hgt := int(init[0])<<8|int(init[1]), int(init[2])<<8|int(init[3]); w != 1280 || hgt != 800 {
+		t.Errorf("the VNC screen is %dx%d", w, hgt)
+	}
+	read(int(init[20])<<24 | int(init[21])<<16 | int(init[22])<<8 | int(init[23])) // the desktop's name
+	write([]byte{5, 0, byte(at.X >> 8), byte(at.X), byte(at.Y >> 8), byte(at.Y)})
+	write([]byte{3, 0, 0, 0, 0, 0, 0, 16, 0, 16}) // a full update of a 16x16 corner
+	if typ := read(1)[0]; typ != 0 {
+		t.Fatalf("the server's first message is of type %d, not a framebuffer update", typ)
+	}
 }

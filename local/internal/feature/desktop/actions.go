@@ -248,15 +248,6 @@ func (f fields) duration() (time.Duration, error) {
 	return d, nil
 }
 
-// DesktopStream would make the desktop viewable; boxd does not serve the
-// viewer yet.
-func (ds *Desktops) DesktopStream(ctx context.Context, req gen.DesktopStreamRequestObject) (gen.DesktopStreamResponseObject, error) {
-	if _, _, _, err := ds.on(ctx, req.ID); err != nil {
-		return nil, err
-	}
-	return nil, errdefs.NotImplemented("boxd does not serve the desktop's live viewer yet; use screenshots")
-}
-
 // DesktopAgentAct would ask a computer-use model for actions; boxd does
 // not run the desktop's model calls yet.
 func (ds *Desktops) DesktopAgentAct(ctx context.Context, req gen.DesktopAgentActRequestObject) (gen.DesktopAgentActResponseObject, error) {

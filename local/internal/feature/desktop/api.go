@@ -130,7 +130,10 @@ func (ds *Desktops) DesktopStatus(ctx context.Context, req gen.DesktopStatusRequ
 		_, err := x(ctx, rt, "", 1<<20, "pgrep", "-x", name)
 		procs[name] = err == nil
 	}
-	return gen.DesktopStatus200JSONResponse{Running: true, Streaming: false, Display: wire.Ptr(Display), Width: &s.width, Height: &s.height, Processes: procs}, nil
+	ds.mu.Lock()
+	streaming := s.view != nil
+	ds.mu.Unlock()
+	return gen.DesktopStatus200JSONResponse{Running: true, Streaming: streaming, Display: wire.Ptr(Display), Width: &s.width, Height: &s.height, Processes: procs}, nil
 }
 
 // on returns the box and its agent when its desktop runs, and the

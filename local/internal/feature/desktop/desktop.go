@@ -36,6 +36,8 @@ type Host interface {
 	Logger() *slog.Logger
 	// Context is boxd's lifetime; desktop sessions end with it.
 	Context() context.Context
+	// Agent returns the client of the agent of a box that has run.
+	Agent(id string) (*agent.Client, error)
 }
 
 // Config configures the feature.
@@ -43,14 +45,21 @@ type Config struct {
 	Host Host
 	// ChromiumPath is the Chromium the desktop runs.
 	ChromiumPath string
+	// NoVNCDir is where noVNC's files are; empty is Debian's,
+	// /usr/share/novnc.
+	NoVNCDir string
 }
 
 // Display is the X display of a box's desktop. Each box has its own /tmp
 // and network namespace, so every box can use the same one.
 const Display = ":1"
 
-// vncPort is the port x11vnc listens on, on the box's loopback.
-const vncPort = 5900
+// The ports x11vnc listens on, on the box's loopback: one takes the
+// viewer's input, the other drops it (-viewonly).
+const (
+	vncPort         = 5900
+	vncViewOnlyPort = 5901
+)
 
 // Programs are the host programs a desktop needs, with the Debian
 // package of each.
@@ -106,6 +115,9 @@ type session struct {
 	stop          context.CancelFunc
 	exited        chan struct{}
 	output        *tail
+	// view is the live viewer's grant; nil when the desktop is not
+	// viewable. Guarded by Desktops.mu.
+	view *grant
 }
 
 func (s *session) running() bool {
@@ -198,6 +210,7 @@ until xdotool getdisplaygeometry >/dev/null 2>&1; do
 done
 openbox >/dev/null 2>&1 &
 x11vnc -display ` + Display + ` -localhost -rfbport 5900 -shared -forever -nopw -quiet -noxdamage >/tmp/.boxd-x11vnc.log 2>&1 &
+x11vnc -display ` + Display + ` -localhost -rfbport 5901 -shared -forever -nopw -quiet -noxdamage -viewonly >/tmp/.boxd-x11vnc-view.log 2>&1 &
 dir="${TMPDIR:-/tmp}/.boxd-desktop-chromium"
 "$chromium" --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run --no-default-browser-check \
 	--disable-background-networking --disable-component-update --disable-sync --password-store=basic \
