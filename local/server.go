@@ -395,7 +395,7 @@ func New(cfg Config) (*Server, error) {
 	s.schedules.Start()
 	s.onClose(s.schedules.Close)
 	chromium, chromiumErr := s.browsers.Chromium()
-	s.desktops = desktop.New(desktop.Config{Host: s.core, ChromiumPath: chromium})
+	s.desktops = desktop.New(desktop.Config{Host: s.core, ChromiumPath: chromium, ProviderURLs: cfg.ModelProviderURLs})
 	s.onClose(s.desktops.Close)
 	s.core.OnBoxDeleted(s.desktops.ForgetBox)
 	desktops := func() error {

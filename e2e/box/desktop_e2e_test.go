@@ -20,6 +20,7 @@ import (
 
 	"github.com/upstash/box-go/box"
 	"github.com/upstash/box-go/boxtest"
+	"github.com/upstash/box-go/internal/modeltest"
 	"github.com/upstash/box-go/local"
 )
 
@@ -67,9 +68,10 @@ const desktopPage = `<!doctype html>
 func TestDesktop(t *testing.T) {
 	t.Parallel()
 	needDesktop(t)
-	srv := boxtest.NewServer(t)
+	models := modeltest.New(t, func(*modeltest.Request) modeltest.Reply { return modeltest.Reply{Text: "nothing to do"} })
+	srv := cliServer(t, models)
 	ctx := t.Context()
-	b := newBox(t, srv, &box.CreateParams{Desktop: true})
+	b := newBox(t, srv, &box.CreateParams{Desktop: true, Env: map[string]string{"ANTHROPIC_API_KEY": "sk-ant-scripted"}})
 	if !b.Info().Desktop {
 		t.Fatalf("the box's info says no desktop: %+v", b.Info())
 	}
@@ -196,6 +198,7 @@ func TestDesktop(t *testing.T) {
 		t.Errorf("a key that is an option: %v, want a 400", err)
 	}
 
+	checkComputerUse(t, b, models)
 	checkViewer(t, b)
 
 	if err := b.Desktop.Stop(ctx); err != nil {
@@ -350,5 +353,85 @@ func rfbPointer(t *testing.T, u string, h http.Header, at image.Point) {
 	write([]byte{3, 0, 0, 0, 0, 0, 0, 16, 0, 16}) // a full update of a 16x16 corner
 	if typ := read(1)[0]; typ != 0 {
 		t.Fatalf("the server's first message is of type %d, not a framebuffer update", typ)
+	}
+}
+
+// checkComputerUse drives the desktop with a scripted computer-use model:
+// Act performs the model's click, and Run types into the field and
+// clicks the button over three model turns, each of which sees the
+// screen; the page's server learns the text the model typed.
+func checkComputerUse(t *testing.T, b *box.Box, models *modeltest.Server) {
+	t.Helper()
+	ctx := t.Context()
+	usage := modeltest.Usage{Input: 1500, Output: 40}
+	models.SetScript(func(r *modeltest.Request) modeltest.Reply {
+		return modeltest.Reply{Text: "I select the field.", Usage: usage,
+			Tool: &modeltest.ToolCall{Name: "computer", Input: map[string]any{"action": "triple_click", "coordinate": []int{640, 350}}}}
+	})
+	before := len(models.Requests())
+	act, err := b.Desktop.Agent.Act(ctx, "Select the text field", nil)
+	if err != nil {
+		t.Fatalf("Agent.Act: %v", err)
+	}
+	want := []box.ComputerAction{{Type: box.ActionTripleClick, Coordinate: &image.Point{X: 640, Y: 350}}}
+	if len(act.Actions) != 1 || act.Actions[0].Type != want[0].Type || *act.Actions[0].Coordinate != *want[0].Coordinate ||
+		act.Reasoning != "I select the field." || act.Usage.InputTokens != 1500 || act.Usage.OutputTokens != 40 {
+		t.Errorf("Agent.Act = %+v", act)
+	}
+	if scr, err := b.Desktop.Screen(ctx); err != nil || scr.Cursor != image.Pt(640, 350) {
+		t.Errorf("after Act the pointer is at %+v, %v; want the model's (640, 350)", scr, err)
+	}
+	reqs := models.Requests()[before:]
+	if len(reqs) != 1 {
+		t.Fatalf("Act made %d model requests, want 1", len(reqs))
+	}
+	first := reqs[0]
+	if first.Key != "sk-ant-scripted" || first.Model != "claude-sonnet-4-5" || !first.HasTool("computer") || !strings.Contains(first.User, "Select the text field") || len(first.Images) != 1 {
+		t.Fatalf("Act's model request: key %q, model %q, tools %v, user %q, %d images", first.Key, first.Model, first.Tools, first.User, len(first.Images))
+	}
+	if img, err := png.Decode(bytes.NewReader(first.Images[0])); err != nil || img.Bounds().Size() != image.Pt(1280, 800) {
+		t.Errorf("the model did not see a 1280x800 screenshot: %v", err)
+	}
+	tool := jsonText(first.Body["tools"])
+	if !strings.Contains(tool, `"display_width_px":1280`) || !strings.Contains(tool, `"type":"computer_20250124"`) {
+		t.Errorf("the computer tool offered: %s", tool)
+	}
+
+	models.SetScript(func(r *modeltest.Request) modeltest.Reply {
+		switch {
+		case !r.HasToolResult:
+			return modeltest.Reply{Usage: usage, Tool: &modeltest.ToolCall{Name: "computer", Input: map[string]any{"action": "type", "text": "from the agent"}}}
+		case !strings.Contains(jsonText(r.Body["messages"]), "left_click"):
+			return modeltest.Reply{Text: "Now the button.", Usage: usage, Tool: &modeltest.ToolCall{Name: "computer", Input: map[string]any{"action": "left_click", "coordinate": []int{640, 700}}}}
+		}
+		return modeltest.Reply{Text: "Done: the text is sent.", Usage: usage}
+	})
+	before = len(models.Requests())
+	run, err := b.Desktop.Agent.Run(ctx, "Type 'from the agent' and press the button", &box.DesktopAgentParams{MaxSteps: 5})
+	if err != nil {
+		t.Fatalf("Agent.Run: %v", err)
+	}
+	if !run.Completed || run.StepCount != 3 || len(run.Steps) != 3 || run.Result != "Done: the text is sent." || run.Usage.InputTokens != 3*1500 || run.Usage.OutputTokens != 3*40 {
+		t.Errorf("Agent.Run = %+v", run)
+	}
+	if len(run.Steps) == 3 && (len(run.Steps[0].Actions) != 1 || run.Steps[0].Actions[0].Text != "from the agent" || run.Steps[1].Actions[0].Type != box.ActionLeftClick || len(run.Steps[2].Actions) != 0) {
+		t.Errorf("Agent.Run's steps = %+v", run.Steps)
+	}
+	for i, r := range models.Requests()[before:] {
+		if len(r.Images) == 0 {
+			t.Errorf("model request %d of the run carried no screenshot", i+1)
+		}
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		log, err := b.Files.Read(ctx, "server.log")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(log), "GET /clicked?text=from%20the%20agent") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the model's typing and click did not reach the page; its server logged:\n%s", log)
+		}
 	}
 }

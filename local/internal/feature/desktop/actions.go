@@ -247,21 +247,3 @@ func (f fields) duration() (time.Duration, error) {
 	}
 	return d, nil
 }
-
-// DesktopAgentAct would ask a computer-use model for actions; boxd does
-// not run the desktop's model calls yet.
-func (ds *Desktops) DesktopAgentAct(ctx context.Context, req gen.DesktopAgentActRequestObject) (gen.DesktopAgentActResponseObject, error) {
-	if _, _, _, err := ds.on(ctx, req.ID); err != nil {
-		return nil, err
-	}
-	return nil, errdefs.NotImplemented("boxd does not run the desktop's computer-use model yet; drive it with actions")
-}
-
-// DesktopAgentRun would let a computer-use model drive the desktop; boxd
-// does not run the desktop's model calls yet.
-func (ds *Desktops) DesktopAgentRun(ctx context.Context, req gen.DesktopAgentRunRequestObject) (gen.DesktopAgentRunResponseObject, error) {
-	if _, _, _, err := ds.on(ctx, req.ID); err != nil {
-		return nil, err
-	}
-	return nil, errdefs.NotImplemented("boxd does not run the desktop's computer-use model yet; drive it with actions")
-}

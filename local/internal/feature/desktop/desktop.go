@@ -48,6 +48,9 @@ type Config struct {
 	// NoVNCDir is where noVNC's files are; empty is Debian's,
 	// /usr/share/novnc.
 	NoVNCDir string
+	// ProviderURLs are the operator's model provider URLs; the computer-use
+	// calls go to "anthropic"'s.
+	ProviderURLs map[string]string
 }
 
 // Display is the X display of a box's desktop. Each box has its own /tmp
