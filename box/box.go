@@ -43,6 +43,9 @@ type Box struct {
 	// Browser drives the box's headless browser (boxes created with
 	// Browser: true).
 	Browser *Browser
+	// Desktop drives the box's desktop (boxes created with Desktop:
+	// true).
+	Desktop *Desktop
 }
 
 // boxState is what the handles of one box share.
@@ -67,6 +70,7 @@ func (c *Client) handle(id string, st *boxState, wd *cwd) *Box {
 	b.Labels = &Labels{b: b}
 	b.Skills = &Skills{b: b}
 	b.Browser = newBrowser(b)
+	b.Desktop = newDesktop(b)
 	return b
 }
 

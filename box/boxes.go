@@ -57,6 +57,9 @@ type CreateParams struct {
 	MCPServers []MCPServer
 	// Browser provisions a headless browser for the box.
 	Browser bool
+	// Desktop provisions a desktop for the box: an X display, a window
+	// manager, Chromium and a live viewer (see [Desktop]).
+	Desktop bool
 }
 
 var labelRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,20}$`)
@@ -135,6 +138,9 @@ func (p *CreateParams) request() (gen.CreateBoxRequest, error) {
 	}
 	if p.Browser {
 		r.Browser = ptr(true)
+	}
+	if p.Desktop {
+		r.Desktop = ptr(true)
 	}
 	return r, nil
 }

@@ -140,7 +140,9 @@ type Info struct {
 	NetworkPolicy NetworkPolicy
 	EnabledSkills []string
 	Browser       bool
-	Ephemeral     bool
+	// Desktop: the box has a desktop (see [Desktop]).
+	Desktop   bool
+	Ephemeral bool
 	// ExpiresAt is when an ephemeral box is deleted; zero otherwise.
 	ExpiresAt time.Time
 	CreatedAt time.Time
@@ -184,6 +186,7 @@ func infoFrom(d *gen.BoxData) Info {
 		Model:             Model(deref(d.Model)),
 		EnabledSkills:     d.EnabledSkills,
 		Browser:           deref(d.Browser),
+		Desktop:           deref(d.Desktop),
 		Ephemeral:         deref(d.Ephemeral),
 		ExpiresAt:         unixTime(deref(d.ExpiresAt)),
 		CreatedAt:         unixTime(d.CreatedAt),

@@ -172,6 +172,93 @@ func (e CustomRunnerProtocol) Valid() bool {
 	}
 }
 
+// Defines values for DesktopMouseButton.
+const (
+	DesktopMouseButtonLeft   DesktopMouseButton = "left"
+	DesktopMouseButtonMiddle DesktopMouseButton = "middle"
+	DesktopMouseButtonRight  DesktopMouseButton = "right"
+)
+
+// Valid indicates whether the value is a known member of the DesktopMouseButton enum.
+func (e DesktopMouseButton) Valid() bool {
+	switch e {
+	case DesktopMouseButtonLeft:
+		return true
+	case DesktopMouseButtonMiddle:
+		return true
+	case DesktopMouseButtonRight:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DesktopScrollRequestDirection.
+const (
+	DesktopScrollRequestDirectionDown  DesktopScrollRequestDirection = "down"
+	DesktopScrollRequestDirectionLeft  DesktopScrollRequestDirection = "left"
+	DesktopScrollRequestDirectionRight DesktopScrollRequestDirection = "right"
+	DesktopScrollRequestDirectionUp    DesktopScrollRequestDirection = "up"
+)
+
+// Valid indicates whether the value is a known member of the DesktopScrollRequestDirection enum.
+func (e DesktopScrollRequestDirection) Valid() bool {
+	switch e {
+	case DesktopScrollRequestDirectionDown:
+		return true
+	case DesktopScrollRequestDirectionLeft:
+		return true
+	case DesktopScrollRequestDirectionRight:
+		return true
+	case DesktopScrollRequestDirectionUp:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DesktopStreamAuth.
+const (
+	DesktopStreamAuthBasic DesktopStreamAuth = "basic"
+	DesktopStreamAuthNone  DesktopStreamAuth = "none"
+	DesktopStreamAuthToken DesktopStreamAuth = "token"
+)
+
+// Valid indicates whether the value is a known member of the DesktopStreamAuth enum.
+func (e DesktopStreamAuth) Valid() bool {
+	switch e {
+	case DesktopStreamAuthBasic:
+		return true
+	case DesktopStreamAuthNone:
+		return true
+	case DesktopStreamAuthToken:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DesktopStreamRequestAuth.
+const (
+	DesktopStreamRequestAuthBasic DesktopStreamRequestAuth = "basic"
+	DesktopStreamRequestAuthNone  DesktopStreamRequestAuth = "none"
+	DesktopStreamRequestAuthToken DesktopStreamRequestAuth = "token"
+)
+
+// Valid indicates whether the value is a known member of the DesktopStreamRequestAuth enum.
+func (e DesktopStreamRequestAuth) Valid() bool {
+	switch e {
+	case DesktopStreamRequestAuthBasic:
+		return true
+	case DesktopStreamRequestAuthNone:
+		return true
+	case DesktopStreamRequestAuthToken:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ExecSessionClientFrameSignal.
 const (
 	ExecSessionClientFrameSignalHUP  ExecSessionClientFrameSignal = "HUP"
@@ -637,6 +724,21 @@ func (e BrowserScreenshotParamsEncoding) Valid() bool {
 	}
 }
 
+// Defines values for DesktopScreenshotParamsEncoding.
+const (
+	DesktopScreenshotParamsEncodingBase64 DesktopScreenshotParamsEncoding = "base64"
+)
+
+// Valid indicates whether the value is a known member of the DesktopScreenshotParamsEncoding enum.
+func (e DesktopScreenshotParamsEncoding) Valid() bool {
+	switch e {
+	case DesktopScreenshotParamsEncodingBase64:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ReadFileParamsEncoding.
 const (
 	ReadFileParamsEncodingBase64 ReadFileParamsEncoding = "base64"
@@ -720,8 +822,11 @@ type BoxData struct {
 	CloneRepo *string `json:"clone_repo,omitempty"`
 
 	// CreatedAt Unix seconds.
-	CreatedAt     int64    `json:"created_at"`
-	CustomerID    *string  `json:"customer_id,omitempty"`
+	CreatedAt  int64   `json:"created_at"`
+	CustomerID *string `json:"customer_id,omitempty"`
+
+	// Desktop The box has a desktop (an X display, a window manager and Chromium).
+	Desktop       *bool    `json:"desktop,omitempty"`
 	EnabledSkills []string `json:"enabled_skills,omitempty"`
 
 	// Ephemeral Set on ephemeral boxes.
@@ -930,6 +1035,18 @@ type CodeRequest struct {
 // CodeRequestLanguage defines model for CodeRequest.Language.
 type CodeRequestLanguage string
 
+// ComputerUseAction One action of Anthropic's computer-use tool (`computer_20250124`), with
+// its name under `type`: `key`, `hold_key`, `type`, `cursor_position`,
+// `mouse_move`, `left_mouse_down`, `left_mouse_up`, `left_click`,
+// `right_click`, `middle_click`, `double_click`, `triple_click`,
+// `left_click_drag`, `scroll`, `wait`, `screenshot`. Other fields are the
+// tool's: `coordinate`, `start_coordinate`, `text`, `scroll_direction`,
+// `scroll_amount`, `duration`.
+type ComputerUseAction struct {
+	Type                 string                 `json:"type"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
 // CreateBoxFromSnapshotRequest Box creation from a snapshot; every box creation field is accepted.
 type CreateBoxFromSnapshotRequest struct {
 	// Agent Agent harness: `claude-code`, `codex`, `opencode`, `cursor`, `custom`, or another string.
@@ -945,8 +1062,12 @@ type CreateBoxFromSnapshotRequest struct {
 	Browser *bool `json:"browser,omitempty"`
 
 	// CustomRunner A custom agent harness speaking the `box-sse-v1` protocol.
-	CustomRunner *CustomRunner     `json:"custom_runner,omitempty"`
-	EnvVars      map[string]string `json:"env_vars,omitempty"`
+	CustomRunner *CustomRunner `json:"custom_runner,omitempty"`
+
+	// Desktop Provision a desktop: an X display, a window manager, Chromium and a VNC
+	// viewer. A server without the desktop's programs answers 501.
+	Desktop *bool             `json:"desktop,omitempty"`
+	EnvVars map[string]string `json:"env_vars,omitempty"`
 
 	// Ephemeral Create an ephemeral box that is deleted after `ttl`.
 	Ephemeral    *bool   `json:"ephemeral,omitempty"`
@@ -1009,8 +1130,12 @@ type CreateBoxRequest struct {
 	Browser *bool `json:"browser,omitempty"`
 
 	// CustomRunner A custom agent harness speaking the `box-sse-v1` protocol.
-	CustomRunner *CustomRunner     `json:"custom_runner,omitempty"`
-	EnvVars      map[string]string `json:"env_vars,omitempty"`
+	CustomRunner *CustomRunner `json:"custom_runner,omitempty"`
+
+	// Desktop Provision a desktop: an X display, a window manager, Chromium and a VNC
+	// viewer. A server without the desktop's programs answers 501.
+	Desktop *bool             `json:"desktop,omitempty"`
+	EnvVars map[string]string `json:"env_vars,omitempty"`
 
 	// Ephemeral Create an ephemeral box that is deleted after `ttl`.
 	Ephemeral    *bool   `json:"ephemeral,omitempty"`
@@ -1148,6 +1273,238 @@ type DeleteSnapshotsRequest struct {
 // DeleteSnapshotsResponse defines model for DeleteSnapshotsResponse.
 type DeleteSnapshotsResponse struct {
 	Deleted int64 `json:"deleted"`
+}
+
+// DesktopActionResult defines model for DesktopActionResult.
+type DesktopActionResult struct {
+	// Data A screenshot's base64 PNG, or the pointer's `{x, y}`.
+	Data interface{} `json:"data,omitempty"`
+
+	// Message Why the action failed, or what it reports.
+	Message              *string                `json:"message,omitempty"`
+	Ok                   bool                   `json:"ok"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// DesktopActionsRequest defines model for DesktopActionsRequest.
+type DesktopActionsRequest struct {
+	Actions []ComputerUseAction `json:"actions"`
+}
+
+// DesktopActionsResponse defines model for DesktopActionsResponse.
+type DesktopActionsResponse struct {
+	Results []DesktopActionResult `json:"results,omitempty"`
+}
+
+// DesktopAgentActRequest defines model for DesktopAgentActRequest.
+type DesktopAgentActRequest struct {
+	Instruction string  `json:"instruction"`
+	Model       *string `json:"model,omitempty"`
+}
+
+// DesktopAgentActResponse defines model for DesktopAgentActResponse.
+type DesktopAgentActResponse struct {
+	Actions      []ComputerUseAction     `json:"actions,omitempty"`
+	InputTokens  *int64                  `json:"input_tokens,omitempty"`
+	OutputTokens *int64                  `json:"output_tokens,omitempty"`
+	Reasoning    *string                 `json:"reasoning,omitempty"`
+	Screenshot   *DesktopAgentScreenshot `json:"screenshot,omitempty"`
+}
+
+// DesktopAgentRunRequest defines model for DesktopAgentRunRequest.
+type DesktopAgentRunRequest struct {
+	// MaxSteps 12 when absent.
+	MaxSteps *int    `json:"max_steps,omitempty"`
+	Model    *string `json:"model,omitempty"`
+	Prompt   string  `json:"prompt"`
+}
+
+// DesktopAgentRunResponse defines model for DesktopAgentRunResponse.
+type DesktopAgentRunResponse struct {
+	Completed    *bool              `json:"completed,omitempty"`
+	InputTokens  *int64             `json:"input_tokens,omitempty"`
+	OutputTokens *int64             `json:"output_tokens,omitempty"`
+	Result       *string            `json:"result,omitempty"`
+	StepCount    *int               `json:"step_count,omitempty"`
+	Steps        []DesktopAgentStep `json:"steps,omitempty"`
+}
+
+// DesktopAgentScreenshot defines model for DesktopAgentScreenshot.
+type DesktopAgentScreenshot struct {
+	Data []byte `json:"data,omitempty"`
+}
+
+// DesktopAgentStep defines model for DesktopAgentStep.
+type DesktopAgentStep struct {
+	Actions   []ComputerUseAction `json:"actions,omitempty"`
+	Reasoning *string             `json:"reasoning,omitempty"`
+	Step      int                 `json:"step"`
+}
+
+// DesktopButtonRequest defines model for DesktopButtonRequest.
+type DesktopButtonRequest struct {
+	Button *DesktopMouseButton `json:"button,omitempty"`
+}
+
+// DesktopClickRequest defines model for DesktopClickRequest.
+type DesktopClickRequest struct {
+	Button *DesktopMouseButton `json:"button,omitempty"`
+
+	// Count 1 when absent; 2 is a double click.
+	Count *int `json:"count,omitempty"`
+
+	// X Sent only together with y.
+	X *int `json:"x,omitempty"`
+	Y *int `json:"y,omitempty"`
+}
+
+// DesktopDragRequest defines model for DesktopDragRequest.
+type DesktopDragRequest struct {
+	Button *DesktopMouseButton `json:"button,omitempty"`
+	From   DesktopPoint        `json:"from"`
+	To     DesktopPoint        `json:"to"`
+}
+
+// DesktopKeys One key, or a chord of keys held together.
+type DesktopKeys struct {
+	union json.RawMessage
+}
+
+// DesktopKeys0 defines model for DesktopKeys.0.
+type DesktopKeys0 = string
+
+// DesktopKeys1 defines model for DesktopKeys.1.
+type DesktopKeys1 = []string
+
+// DesktopLaunchRequest defines model for DesktopLaunchRequest.
+type DesktopLaunchRequest struct {
+	App  string   `json:"app"`
+	Args []string `json:"args,omitempty"`
+}
+
+// DesktopMouseButton defines model for DesktopMouseButton.
+type DesktopMouseButton string
+
+// DesktopOK The answer of a primitive; clients ignore it.
+type DesktopOK struct {
+	Ok *bool `json:"ok,omitempty"`
+}
+
+// DesktopOpenRequest defines model for DesktopOpenRequest.
+type DesktopOpenRequest struct {
+	// Target A URL, or a path in the box.
+	Target string `json:"target"`
+}
+
+// DesktopPoint defines model for DesktopPoint.
+type DesktopPoint struct {
+	X int `json:"x"`
+	Y int `json:"y"`
+}
+
+// DesktopPressRequest defines model for DesktopPressRequest.
+type DesktopPressRequest struct {
+	// Keys One key, or a chord of keys held together.
+	Keys DesktopKeys `json:"keys"`
+}
+
+// DesktopScreen defines model for DesktopScreen.
+type DesktopScreen struct {
+	Cursor DesktopPoint `json:"cursor"`
+	Height int          `json:"height"`
+	Width  int          `json:"width"`
+}
+
+// DesktopScreenshot defines model for DesktopScreenshot.
+type DesktopScreenshot struct {
+	// Data PNG, base64-encoded.
+	Data []byte `json:"data"`
+}
+
+// DesktopScrollRequest defines model for DesktopScrollRequest.
+type DesktopScrollRequest struct {
+	// Amount Steps; 1 when absent.
+	Amount    *int                          `json:"amount,omitempty"`
+	Direction DesktopScrollRequestDirection `json:"direction"`
+	X         *int                          `json:"x,omitempty"`
+	Y         *int                          `json:"y,omitempty"`
+}
+
+// DesktopScrollRequestDirection defines model for DesktopScrollRequest.Direction.
+type DesktopScrollRequestDirection string
+
+// DesktopStartRequest defines model for DesktopStartRequest.
+type DesktopStartRequest struct {
+	// Height Screen height in pixels; 800 when absent.
+	Height *int `json:"height,omitempty"`
+
+	// Open A URL to open in the desktop's Chromium.
+	Open *string `json:"open,omitempty"`
+
+	// Width Screen width in pixels; 1280 when absent.
+	Width *int `json:"width,omitempty"`
+}
+
+// DesktopStartResponse defines model for DesktopStartResponse.
+type DesktopStartResponse struct {
+	Height *int `json:"height,omitempty"`
+
+	// Opened The URL opened, when one was.
+	Opened  *string `json:"opened,omitempty"`
+	Running bool    `json:"running"`
+	Width   *int    `json:"width,omitempty"`
+}
+
+// DesktopStatus defines model for DesktopStatus.
+type DesktopStatus struct {
+	// Display The X display, e.g. `:1`.
+	Display *string `json:"display,omitempty"`
+	Height  *int    `json:"height,omitempty"`
+
+	// Processes Whether each of the desktop's processes runs, by name.
+	Processes map[string]bool `json:"processes,omitempty"`
+	Running   bool            `json:"running"`
+	Streaming bool            `json:"streaming"`
+	Width     *int            `json:"width,omitempty"`
+}
+
+// DesktopStream defines model for DesktopStream.
+type DesktopStream struct {
+	Auth     *DesktopStreamAuth `json:"auth,omitempty"`
+	Password *string            `json:"password,omitempty"`
+
+	// Port The viewer's port in the box (6080).
+	Port *int `json:"port,omitempty"`
+
+	// RawWsURL The VNC WebSocket itself, for other viewers.
+	RawWsURL *string `json:"raw_ws_url,omitempty"`
+	Token    *string `json:"token,omitempty"`
+
+	// URL The viewer's page (noVNC).
+	URL      string  `json:"url"`
+	Username *string `json:"username,omitempty"`
+}
+
+// DesktopStreamAuth defines model for DesktopStream.Auth.
+type DesktopStreamAuth string
+
+// DesktopStreamRequest defines model for DesktopStreamRequest.
+type DesktopStreamRequest struct {
+	// Auth How the viewer is protected; `basic` when absent.
+	Auth *DesktopStreamRequestAuth `json:"auth,omitempty"`
+
+	// ViewOnly The viewer sees the screen and sends no input.
+	ViewOnly *bool `json:"view_only,omitempty"`
+}
+
+// DesktopStreamRequestAuth How the viewer is protected; `basic` when absent.
+type DesktopStreamRequestAuth string
+
+// DesktopTypeRequest defines model for DesktopTypeRequest.
+type DesktopTypeRequest struct {
+	// DelayMs Milliseconds between keys.
+	DelayMs *int   `json:"delay_ms,omitempty"`
+	Text    string `json:"text"`
 }
 
 // DoneEventData `data` of the `done` event. A non-empty `output` is the run result.
@@ -1995,6 +2352,18 @@ type BrowserScreenshotParams struct {
 // BrowserScreenshotParamsEncoding defines parameters for BrowserScreenshot.
 type BrowserScreenshotParamsEncoding string
 
+// DesktopScreenshotParams defines parameters for DesktopScreenshot.
+type DesktopScreenshotParams struct {
+	// Encoding Always `base64` in known clients.
+	Encoding *DesktopScreenshotParamsEncoding `form:"encoding,omitempty" json:"encoding,omitempty"`
+
+	// Cursor Draw the mouse pointer; clients send it only as `false`.
+	Cursor *bool `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// DesktopScreenshotParamsEncoding defines parameters for DesktopScreenshot.
+type DesktopScreenshotParamsEncoding string
+
 // DownloadFileParams defines parameters for DownloadFile.
 type DownloadFileParams struct {
 	// Folder Absolute path of the file to download.
@@ -2118,6 +2487,51 @@ type UpdateNetworkPolicyJSONRequestBody = NetworkPolicy
 // AddSkillJSONRequestBody defines body for AddSkill for application/json ContentType.
 type AddSkillJSONRequestBody = SkillRequest
 
+// DesktopActionsJSONRequestBody defines body for DesktopActions for application/json ContentType.
+type DesktopActionsJSONRequestBody = DesktopActionsRequest
+
+// DesktopAgentActJSONRequestBody defines body for DesktopAgentAct for application/json ContentType.
+type DesktopAgentActJSONRequestBody = DesktopAgentActRequest
+
+// DesktopAgentRunJSONRequestBody defines body for DesktopAgentRun for application/json ContentType.
+type DesktopAgentRunJSONRequestBody = DesktopAgentRunRequest
+
+// DesktopKeyboardPressJSONRequestBody defines body for DesktopKeyboardPress for application/json ContentType.
+type DesktopKeyboardPressJSONRequestBody = DesktopPressRequest
+
+// DesktopKeyboardTypeJSONRequestBody defines body for DesktopKeyboardType for application/json ContentType.
+type DesktopKeyboardTypeJSONRequestBody = DesktopTypeRequest
+
+// DesktopLaunchJSONRequestBody defines body for DesktopLaunch for application/json ContentType.
+type DesktopLaunchJSONRequestBody = DesktopLaunchRequest
+
+// DesktopMouseClickJSONRequestBody defines body for DesktopMouseClick for application/json ContentType.
+type DesktopMouseClickJSONRequestBody = DesktopClickRequest
+
+// DesktopMouseDragJSONRequestBody defines body for DesktopMouseDrag for application/json ContentType.
+type DesktopMouseDragJSONRequestBody = DesktopDragRequest
+
+// DesktopMouseMoveJSONRequestBody defines body for DesktopMouseMove for application/json ContentType.
+type DesktopMouseMoveJSONRequestBody = DesktopPoint
+
+// DesktopMousePressJSONRequestBody defines body for DesktopMousePress for application/json ContentType.
+type DesktopMousePressJSONRequestBody = DesktopButtonRequest
+
+// DesktopMouseReleaseJSONRequestBody defines body for DesktopMouseRelease for application/json ContentType.
+type DesktopMouseReleaseJSONRequestBody = DesktopButtonRequest
+
+// DesktopMouseScrollJSONRequestBody defines body for DesktopMouseScroll for application/json ContentType.
+type DesktopMouseScrollJSONRequestBody = DesktopScrollRequest
+
+// DesktopOpenJSONRequestBody defines body for DesktopOpen for application/json ContentType.
+type DesktopOpenJSONRequestBody = DesktopOpenRequest
+
+// DesktopStartJSONRequestBody defines body for DesktopStart for application/json ContentType.
+type DesktopStartJSONRequestBody = DesktopStartRequest
+
+// DesktopStreamJSONRequestBody defines body for DesktopStream for application/json ContentType.
+type DesktopStreamJSONRequestBody = DesktopStreamRequest
+
 // ExecCommandJSONRequestBody defines body for ExecCommand for application/json ContentType.
 type ExecCommandJSONRequestBody = ExecRequest
 
@@ -2194,6 +2608,228 @@ type SetInitCommandJSONRequestBody = InitCommand
 
 // AddSSHKeyJSONRequestBody defines body for AddSSHKey for application/json ContentType.
 type AddSSHKeyJSONRequestBody = AddSSHKeyRequest
+
+// Getter for additional properties for ComputerUseAction. Returns the specified
+// element and whether it was found
+func (a ComputerUseAction) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for ComputerUseAction
+func (a *ComputerUseAction) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for ComputerUseAction to handle AdditionalProperties
+func (a *ComputerUseAction) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &a.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+		delete(object, "type")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for ComputerUseAction to handle AdditionalProperties
+func (a ComputerUseAction) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	object["type"], err = json.Marshal(a.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
+// Getter for additional properties for DesktopActionResult. Returns the specified
+// element and whether it was found
+func (a DesktopActionResult) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for DesktopActionResult
+func (a *DesktopActionResult) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for DesktopActionResult to handle AdditionalProperties
+func (a *DesktopActionResult) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["data"]; found {
+		err = json.Unmarshal(raw, &a.Data)
+		if err != nil {
+			return fmt.Errorf("error reading 'data': %w", err)
+		}
+		delete(object, "data")
+	}
+
+	if raw, found := object["message"]; found {
+		err = json.Unmarshal(raw, &a.Message)
+		if err != nil {
+			return fmt.Errorf("error reading 'message': %w", err)
+		}
+		delete(object, "message")
+	}
+
+	if raw, found := object["ok"]; found {
+		err = json.Unmarshal(raw, &a.Ok)
+		if err != nil {
+			return fmt.Errorf("error reading 'ok': %w", err)
+		}
+		delete(object, "ok")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for DesktopActionResult to handle AdditionalProperties
+func (a DesktopActionResult) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	object["data"], err = json.Marshal(a.Data)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'data': %w", err)
+	}
+
+	if a.Message != nil {
+		object["message"], err = json.Marshal(a.Message)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'message': %w", err)
+		}
+	}
+
+	object["ok"], err = json.Marshal(a.Ok)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'ok': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
+// AsDesktopKeys0 returns the union data inside the DesktopKeys as a DesktopKeys0
+func (t DesktopKeys) AsDesktopKeys0() (DesktopKeys0, error) {
+	var body DesktopKeys0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDesktopKeys0 overwrites any union data inside the DesktopKeys as the provided DesktopKeys0
+func (t *DesktopKeys) FromDesktopKeys0(v DesktopKeys0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDesktopKeys0 performs a merge with any union data inside the DesktopKeys, using the provided DesktopKeys0
+func (t *DesktopKeys) MergeDesktopKeys0(v DesktopKeys0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDesktopKeys1 returns the union data inside the DesktopKeys as a DesktopKeys1
+func (t DesktopKeys) AsDesktopKeys1() (DesktopKeys1, error) {
+	var body DesktopKeys1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDesktopKeys1 overwrites any union data inside the DesktopKeys as the provided DesktopKeys1
+func (t *DesktopKeys) FromDesktopKeys1(v DesktopKeys1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDesktopKeys1 performs a merge with any union data inside the DesktopKeys, using the provided DesktopKeys1
+func (t *DesktopKeys) MergeDesktopKeys1(v DesktopKeys1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t DesktopKeys) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *DesktopKeys) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -2736,6 +3372,338 @@ type ClientInterface interface {
 	//
 	// Corresponds with DELETE /v2/box/{id}/config/skills/{owner}/{repo}/{skill} (the `RemoveSkill` operationId).
 	RemoveSkill(ctx context.Context, id BoxID, owner string, repo string, skill string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopActionsWithBody Run a batch of computer-use actions
+	//
+	// Runs the actions in order and answers with one result each. The actions
+	// follow Anthropic's computer-use tool (`computer_20250124`), with the action's
+	// name under `type`. Clients wait up to 180 s.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/actions (the `DesktopActions` operationId).
+	DesktopActionsWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopActions Run a batch of computer-use actions
+	//
+	// Runs the actions in order and answers with one result each. The actions
+	// follow Anthropic's computer-use tool (`computer_20250124`), with the action's
+	// name under `type`. Clients wait up to 180 s.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/actions (the `DesktopActions` operationId).
+	DesktopActions(ctx context.Context, id BoxID, body DesktopActionsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopAgentActWithBody Ask a model for the next actions
+	//
+	// Sends a screenshot and `instruction` to a computer-use model, performs the
+	// actions it answers with, and returns them. Needs an Anthropic key on the box
+	// or the account. Metered. Clients wait up to 180 s.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/agent/act (the `DesktopAgentAct` operationId).
+	DesktopAgentActWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopAgentAct Ask a model for the next actions
+	//
+	// Sends a screenshot and `instruction` to a computer-use model, performs the
+	// actions it answers with, and returns them. Needs an Anthropic key on the box
+	// or the account. Metered. Clients wait up to 180 s.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/agent/act (the `DesktopAgentAct` operationId).
+	DesktopAgentAct(ctx context.Context, id BoxID, body DesktopAgentActJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopAgentRunWithBody Let a model drive the desktop
+	//
+	// Runs a computer-use loop for `prompt`: screenshot, model, actions, until
+	// the model is done or `max_steps` (default 12, at most 30) is reached.
+	// Metered. Clients wait up to 600 s.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/agent/run (the `DesktopAgentRun` operationId).
+	DesktopAgentRunWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopAgentRun Let a model drive the desktop
+	//
+	// Runs a computer-use loop for `prompt`: screenshot, model, actions, until
+	// the model is done or `max_steps` (default 12, at most 30) is reached.
+	// Metered. Clients wait up to 600 s.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/agent/run (the `DesktopAgentRun` operationId).
+	DesktopAgentRun(ctx context.Context, id BoxID, body DesktopAgentRunJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopKeyboardPressWithBody Press keys
+	//
+	// Presses a key (`"enter"`), or a chord of keys held together
+	// (`["ctrl", "l"]`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/keyboard/press (the `DesktopKeyboardPress` operationId).
+	DesktopKeyboardPressWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopKeyboardPress Press keys
+	//
+	// Presses a key (`"enter"`), or a chord of keys held together
+	// (`["ctrl", "l"]`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/keyboard/press (the `DesktopKeyboardPress` operationId).
+	DesktopKeyboardPress(ctx context.Context, id BoxID, body DesktopKeyboardPressJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopKeyboardTypeWithBody Type text
+	//
+	// Types `text`, waiting `delay_ms` between keys.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/keyboard/type (the `DesktopKeyboardType` operationId).
+	DesktopKeyboardTypeWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopKeyboardType Type text
+	//
+	// Types `text`, waiting `delay_ms` between keys.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/keyboard/type (the `DesktopKeyboardType` operationId).
+	DesktopKeyboardType(ctx context.Context, id BoxID, body DesktopKeyboardTypeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopLaunchWithBody Launch a program
+	//
+	// Starts `app` with `args` on the desktop. The server allows a known set of
+	// programs (such as `chromium`) and answers 400 to others.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/launch (the `DesktopLaunch` operationId).
+	DesktopLaunchWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopLaunch Launch a program
+	//
+	// Starts `app` with `args` on the desktop. The server allows a known set of
+	// programs (such as `chromium`) and answers 400 to others.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/launch (the `DesktopLaunch` operationId).
+	DesktopLaunch(ctx context.Context, id BoxID, body DesktopLaunchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopMouseClickWithBody Click
+	//
+	// Clicks `button` (default left) `count` times (default 1), at (x, y) when
+	// both are given, else where the pointer is.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/mouse/click (the `DesktopMouseClick` operationId).
+	DesktopMouseClickWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopMouseClick Click
+	//
+	// Clicks `button` (default left) `count` times (default 1), at (x, y) when
+	// both are given, else where the pointer is.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/mouse/click (the `DesktopMouseClick` operationId).
+	DesktopMouseClick(ctx context.Context, id BoxID, body DesktopMouseClickJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopMouseDragWithBody Drag
+	//
+	// Presses `button` (default left) at `from`, moves to `to` and releases it.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/mouse/drag (the `DesktopMouseDrag` operationId).
+	DesktopMouseDragWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopMouseDrag Drag
+	//
+	// Presses `button` (default left) at `from`, moves to `to` and releases it.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/mouse/drag (the `DesktopMouseDrag` operationId).
+	DesktopMouseDrag(ctx context.Context, id BoxID, body DesktopMouseDragJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopMouseMoveWithBody Move the mouse pointer
+	//
+	// Moves the pointer to (x, y), in screen pixels.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/mouse/move (the `DesktopMouseMove` operationId).
+	DesktopMouseMoveWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopMouseMove Move the mouse pointer
+	//
+	// Moves the pointer to (x, y), in screen pixels.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/mouse/move (the `DesktopMouseMove` operationId).
+	DesktopMouseMove(ctx context.Context, id BoxID, body DesktopMouseMoveJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopMousePressWithBody Press a mouse button
+	//
+	// Presses `button` (default left) and holds it.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/mouse/press (the `DesktopMousePress` operationId).
+	DesktopMousePressWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopMousePress Press a mouse button
+	//
+	// Presses `button` (default left) and holds it.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/mouse/press (the `DesktopMousePress` operationId).
+	DesktopMousePress(ctx context.Context, id BoxID, body DesktopMousePressJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopMouseReleaseWithBody Release a mouse button
+	//
+	// Releases `button` (default left).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/mouse/release (the `DesktopMouseRelease` operationId).
+	DesktopMouseReleaseWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopMouseRelease Release a mouse button
+	//
+	// Releases `button` (default left).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/mouse/release (the `DesktopMouseRelease` operationId).
+	DesktopMouseRelease(ctx context.Context, id BoxID, body DesktopMouseReleaseJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopMouseScrollWithBody Scroll
+	//
+	// Scrolls `amount` steps (default 1) in `direction`, at (x, y) when both
+	// are given.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/mouse/scroll (the `DesktopMouseScroll` operationId).
+	DesktopMouseScrollWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopMouseScroll Scroll
+	//
+	// Scrolls `amount` steps (default 1) in `direction`, at (x, y) when both
+	// are given.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/mouse/scroll (the `DesktopMouseScroll` operationId).
+	DesktopMouseScroll(ctx context.Context, id BoxID, body DesktopMouseScrollJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopOpenWithBody Open a URL or a file
+	//
+	// Opens `target`, a URL or a path in the box, with its default program.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/open (the `DesktopOpen` operationId).
+	DesktopOpenWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopOpen Open a URL or a file
+	//
+	// Opens `target`, a URL or a path in the box, with its default program.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/open (the `DesktopOpen` operationId).
+	DesktopOpen(ctx context.Context, id BoxID, body DesktopOpenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopScreen The screen's size and the pointer
+	//
+	// The screen's size in pixels and where the mouse pointer is.
+	//
+	// Corresponds with GET /v2/box/{id}/desktop/screen (the `DesktopScreen` operationId).
+	DesktopScreen(ctx context.Context, id BoxID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopScreenshot Take a screenshot of the desktop
+	//
+	// A PNG of the whole screen, base64-encoded, with the mouse pointer unless
+	// `cursor=false`. Clients wait up to 60 s.
+	//
+	// Corresponds with GET /v2/box/{id}/desktop/screenshot (the `DesktopScreenshot` operationId).
+	DesktopScreenshot(ctx context.Context, id BoxID, params *DesktopScreenshotParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopStartWithBody Start the box's desktop
+	//
+	// Starts the X display, the window manager and Chromium, at the given size,
+	// and opens `open` in Chromium. Idempotent: a running desktop answers with
+	// its size. Clients wait up to 120 s. A box created without `desktop` answers 409. A server without the desktop's
+	// programs answers 501.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/start (the `DesktopStart` operationId).
+	DesktopStartWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopStart Start the box's desktop
+	//
+	// Starts the X display, the window manager and Chromium, at the given size,
+	// and opens `open` in Chromium. Idempotent: a running desktop answers with
+	// its size. Clients wait up to 120 s. A box created without `desktop` answers 409. A server without the desktop's
+	// programs answers 501.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/start (the `DesktopStart` operationId).
+	DesktopStart(ctx context.Context, id BoxID, body DesktopStartJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopStatus The desktop's state
+	//
+	// Whether the desktop runs and is viewable, its display and size, and
+	// which of its processes run.
+	//
+	// Corresponds with GET /v2/box/{id}/desktop/status (the `DesktopStatus` operationId).
+	DesktopStatus(ctx context.Context, id BoxID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopStop Stop the desktop
+	//
+	// Stops the desktop's processes and revokes the viewer's credentials.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/stop (the `DesktopStop` operationId).
+	DesktopStop(ctx context.Context, id BoxID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopStreamWithBody Get a live view of the desktop
+	//
+	// Makes the desktop viewable over VNC in a browser (noVNC) and returns the
+	// viewer's URL and credentials. `auth` is `basic` (the default; a user name
+	// and password), `token` (a token in the URL) or `none` (anyone with the
+	// URL). `view_only` drops the viewer's input.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/stream (the `DesktopStream` operationId).
+	DesktopStreamWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DesktopStream Get a live view of the desktop
+	//
+	// Makes the desktop viewable over VNC in a browser (noVNC) and returns the
+	// viewer's URL and credentials. `auth` is `basic` (the default; a user name
+	// and password), `token` (a token in the URL) or `none` (anyone with the
+	// URL). `view_only` drops the viewer's input.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/stream (the `DesktopStream` operationId).
+	DesktopStream(ctx context.Context, id BoxID, body DesktopStreamJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ExecCommandWithBody Run a command and wait for it
 	//
@@ -4449,6 +5417,678 @@ func (c *Client) AddSkill(ctx context.Context, id BoxID, body AddSkillJSONReques
 // Corresponds with DELETE /v2/box/{id}/config/skills/{owner}/{repo}/{skill} (the `RemoveSkill` operationId).
 func (c *Client) RemoveSkill(ctx context.Context, id BoxID, owner string, repo string, skill string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRemoveSkillRequest(c.Server, id, owner, repo, skill)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopActionsWithBody Run a batch of computer-use actions
+//
+// Runs the actions in order and answers with one result each. The actions
+// follow Anthropic's computer-use tool (`computer_20250124`), with the action's
+// name under `type`. Clients wait up to 180 s.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/actions (the `DesktopActions` operationId).
+func (c *Client) DesktopActionsWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopActionsRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopActions Run a batch of computer-use actions
+//
+// Runs the actions in order and answers with one result each. The actions
+// follow Anthropic's computer-use tool (`computer_20250124`), with the action's
+// name under `type`. Clients wait up to 180 s.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/actions (the `DesktopActions` operationId).
+func (c *Client) DesktopActions(ctx context.Context, id BoxID, body DesktopActionsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopActionsRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopAgentActWithBody Ask a model for the next actions
+//
+// Sends a screenshot and `instruction` to a computer-use model, performs the
+// actions it answers with, and returns them. Needs an Anthropic key on the box
+// or the account. Metered. Clients wait up to 180 s.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/agent/act (the `DesktopAgentAct` operationId).
+func (c *Client) DesktopAgentActWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopAgentActRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopAgentAct Ask a model for the next actions
+//
+// Sends a screenshot and `instruction` to a computer-use model, performs the
+// actions it answers with, and returns them. Needs an Anthropic key on the box
+// or the account. Metered. Clients wait up to 180 s.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/agent/act (the `DesktopAgentAct` operationId).
+func (c *Client) DesktopAgentAct(ctx context.Context, id BoxID, body DesktopAgentActJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopAgentActRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopAgentRunWithBody Let a model drive the desktop
+//
+// Runs a computer-use loop for `prompt`: screenshot, model, actions, until
+// the model is done or `max_steps` (default 12, at most 30) is reached.
+// Metered. Clients wait up to 600 s.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/agent/run (the `DesktopAgentRun` operationId).
+func (c *Client) DesktopAgentRunWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopAgentRunRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopAgentRun Let a model drive the desktop
+//
+// Runs a computer-use loop for `prompt`: screenshot, model, actions, until
+// the model is done or `max_steps` (default 12, at most 30) is reached.
+// Metered. Clients wait up to 600 s.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/agent/run (the `DesktopAgentRun` operationId).
+func (c *Client) DesktopAgentRun(ctx context.Context, id BoxID, body DesktopAgentRunJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopAgentRunRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopKeyboardPressWithBody Press keys
+//
+// Presses a key (`"enter"`), or a chord of keys held together
+// (`["ctrl", "l"]`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/keyboard/press (the `DesktopKeyboardPress` operationId).
+func (c *Client) DesktopKeyboardPressWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopKeyboardPressRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopKeyboardPress Press keys
+//
+// Presses a key (`"enter"`), or a chord of keys held together
+// (`["ctrl", "l"]`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/keyboard/press (the `DesktopKeyboardPress` operationId).
+func (c *Client) DesktopKeyboardPress(ctx context.Context, id BoxID, body DesktopKeyboardPressJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopKeyboardPressRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopKeyboardTypeWithBody Type text
+//
+// Types `text`, waiting `delay_ms` between keys.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/keyboard/type (the `DesktopKeyboardType` operationId).
+func (c *Client) DesktopKeyboardTypeWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopKeyboardTypeRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopKeyboardType Type text
+//
+// Types `text`, waiting `delay_ms` between keys.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/keyboard/type (the `DesktopKeyboardType` operationId).
+func (c *Client) DesktopKeyboardType(ctx context.Context, id BoxID, body DesktopKeyboardTypeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopKeyboardTypeRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopLaunchWithBody Launch a program
+//
+// Starts `app` with `args` on the desktop. The server allows a known set of
+// programs (such as `chromium`) and answers 400 to others.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/launch (the `DesktopLaunch` operationId).
+func (c *Client) DesktopLaunchWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopLaunchRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopLaunch Launch a program
+//
+// Starts `app` with `args` on the desktop. The server allows a known set of
+// programs (such as `chromium`) and answers 400 to others.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/launch (the `DesktopLaunch` operationId).
+func (c *Client) DesktopLaunch(ctx context.Context, id BoxID, body DesktopLaunchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopLaunchRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopMouseClickWithBody Click
+//
+// Clicks `button` (default left) `count` times (default 1), at (x, y) when
+// both are given, else where the pointer is.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/mouse/click (the `DesktopMouseClick` operationId).
+func (c *Client) DesktopMouseClickWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopMouseClickRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopMouseClick Click
+//
+// Clicks `button` (default left) `count` times (default 1), at (x, y) when
+// both are given, else where the pointer is.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/mouse/click (the `DesktopMouseClick` operationId).
+func (c *Client) DesktopMouseClick(ctx context.Context, id BoxID, body DesktopMouseClickJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopMouseClickRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopMouseDragWithBody Drag
+//
+// Presses `button` (default left) at `from`, moves to `to` and releases it.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/mouse/drag (the `DesktopMouseDrag` operationId).
+func (c *Client) DesktopMouseDragWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopMouseDragRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopMouseDrag Drag
+//
+// Presses `button` (default left) at `from`, moves to `to` and releases it.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/mouse/drag (the `DesktopMouseDrag` operationId).
+func (c *Client) DesktopMouseDrag(ctx context.Context, id BoxID, body DesktopMouseDragJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopMouseDragRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopMouseMoveWithBody Move the mouse pointer
+//
+// Moves the pointer to (x, y), in screen pixels.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/mouse/move (the `DesktopMouseMove` operationId).
+func (c *Client) DesktopMouseMoveWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopMouseMoveRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopMouseMove Move the mouse pointer
+//
+// Moves the pointer to (x, y), in screen pixels.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/mouse/move (the `DesktopMouseMove` operationId).
+func (c *Client) DesktopMouseMove(ctx context.Context, id BoxID, body DesktopMouseMoveJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopMouseMoveRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopMousePressWithBody Press a mouse button
+//
+// Presses `button` (default left) and holds it.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/mouse/press (the `DesktopMousePress` operationId).
+func (c *Client) DesktopMousePressWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopMousePressRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopMousePress Press a mouse button
+//
+// Presses `button` (default left) and holds it.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/mouse/press (the `DesktopMousePress` operationId).
+func (c *Client) DesktopMousePress(ctx context.Context, id BoxID, body DesktopMousePressJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopMousePressRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopMouseReleaseWithBody Release a mouse button
+//
+// Releases `button` (default left).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/mouse/release (the `DesktopMouseRelease` operationId).
+func (c *Client) DesktopMouseReleaseWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopMouseReleaseRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopMouseRelease Release a mouse button
+//
+// Releases `button` (default left).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/mouse/release (the `DesktopMouseRelease` operationId).
+func (c *Client) DesktopMouseRelease(ctx context.Context, id BoxID, body DesktopMouseReleaseJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopMouseReleaseRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopMouseScrollWithBody Scroll
+//
+// Scrolls `amount` steps (default 1) in `direction`, at (x, y) when both
+// are given.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/mouse/scroll (the `DesktopMouseScroll` operationId).
+func (c *Client) DesktopMouseScrollWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopMouseScrollRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopMouseScroll Scroll
+//
+// Scrolls `amount` steps (default 1) in `direction`, at (x, y) when both
+// are given.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/mouse/scroll (the `DesktopMouseScroll` operationId).
+func (c *Client) DesktopMouseScroll(ctx context.Context, id BoxID, body DesktopMouseScrollJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopMouseScrollRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopOpenWithBody Open a URL or a file
+//
+// Opens `target`, a URL or a path in the box, with its default program.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/open (the `DesktopOpen` operationId).
+func (c *Client) DesktopOpenWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopOpenRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopOpen Open a URL or a file
+//
+// Opens `target`, a URL or a path in the box, with its default program.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/open (the `DesktopOpen` operationId).
+func (c *Client) DesktopOpen(ctx context.Context, id BoxID, body DesktopOpenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopOpenRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopScreen The screen's size and the pointer
+//
+// The screen's size in pixels and where the mouse pointer is.
+//
+// Corresponds with GET /v2/box/{id}/desktop/screen (the `DesktopScreen` operationId).
+func (c *Client) DesktopScreen(ctx context.Context, id BoxID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopScreenRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopScreenshot Take a screenshot of the desktop
+//
+// A PNG of the whole screen, base64-encoded, with the mouse pointer unless
+// `cursor=false`. Clients wait up to 60 s.
+//
+// Corresponds with GET /v2/box/{id}/desktop/screenshot (the `DesktopScreenshot` operationId).
+func (c *Client) DesktopScreenshot(ctx context.Context, id BoxID, params *DesktopScreenshotParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopScreenshotRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopStartWithBody Start the box's desktop
+//
+// Starts the X display, the window manager and Chromium, at the given size,
+// and opens `open` in Chromium. Idempotent: a running desktop answers with
+// its size. Clients wait up to 120 s. A box created without `desktop` answers 409. A server without the desktop's
+// programs answers 501.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/start (the `DesktopStart` operationId).
+func (c *Client) DesktopStartWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopStartRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopStart Start the box's desktop
+//
+// Starts the X display, the window manager and Chromium, at the given size,
+// and opens `open` in Chromium. Idempotent: a running desktop answers with
+// its size. Clients wait up to 120 s. A box created without `desktop` answers 409. A server without the desktop's
+// programs answers 501.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/start (the `DesktopStart` operationId).
+func (c *Client) DesktopStart(ctx context.Context, id BoxID, body DesktopStartJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopStartRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopStatus The desktop's state
+//
+// Whether the desktop runs and is viewable, its display and size, and
+// which of its processes run.
+//
+// Corresponds with GET /v2/box/{id}/desktop/status (the `DesktopStatus` operationId).
+func (c *Client) DesktopStatus(ctx context.Context, id BoxID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopStatusRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopStop Stop the desktop
+//
+// Stops the desktop's processes and revokes the viewer's credentials.
+//
+// Corresponds with POST /v2/box/{id}/desktop/stop (the `DesktopStop` operationId).
+func (c *Client) DesktopStop(ctx context.Context, id BoxID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopStopRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopStreamWithBody Get a live view of the desktop
+//
+// Makes the desktop viewable over VNC in a browser (noVNC) and returns the
+// viewer's URL and credentials. `auth` is `basic` (the default; a user name
+// and password), `token` (a token in the URL) or `none` (anyone with the
+// URL). `view_only` drops the viewer's input.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/stream (the `DesktopStream` operationId).
+func (c *Client) DesktopStreamWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopStreamRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DesktopStream Get a live view of the desktop
+//
+// Makes the desktop viewable over VNC in a browser (noVNC) and returns the
+// viewer's URL and credentials. `auth` is `basic` (the default; a user name
+// and password), `token` (a token in the URL) or `none` (anyone with the
+// URL). `view_only` drops the viewer's input.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v2/box/{id}/desktop/stream (the `DesktopStream` operationId).
+func (c *Client) DesktopStream(ctx context.Context, id BoxID, body DesktopStreamJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDesktopStreamRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7575,6 +9215,886 @@ func NewRemoveSkillRequest(server string, id BoxID, owner string, repo string, s
 	return req, nil
 }
 
+// NewDesktopActionsRequest calls the generic DesktopActions builder with application/json body
+func NewDesktopActionsRequest(server string, id BoxID, body DesktopActionsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDesktopActionsRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewDesktopActionsRequestWithBody constructs an http.Request for the DesktopActions method, with any body, and a specified content type
+func NewDesktopActionsRequestWithBody(server string, id BoxID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/box/%s/desktop/actions", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDesktopAgentActRequest calls the generic DesktopAgentAct builder with application/json body
+func NewDesktopAgentActRequest(server string, id BoxID, body DesktopAgentActJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDesktopAgentActRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewDesktopAgentActRequestWithBody constructs an http.Request for the DesktopAgentAct method, with any body, and a specified content type
+func NewDesktopAgentActRequestWithBody(server string, id BoxID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/box/%s/desktop/agent/act", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDesktopAgentRunRequest calls the generic DesktopAgentRun builder with application/json body
+func NewDesktopAgentRunRequest(server string, id BoxID, body DesktopAgentRunJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDesktopAgentRunRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewDesktopAgentRunRequestWithBody constructs an http.Request for the DesktopAgentRun method, with any body, and a specified content type
+func NewDesktopAgentRunRequestWithBody(server string, id BoxID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/box/%s/desktop/agent/run", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDesktopKeyboardPressRequest calls the generic DesktopKeyboardPress builder with application/json body
+func NewDesktopKeyboardPressRequest(server string, id BoxID, body DesktopKeyboardPressJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDesktopKeyboardPressRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewDesktopKeyboardPressRequestWithBody constructs an http.Request for the DesktopKeyboardPress method, with any body, and a specified content type
+func NewDesktopKeyboardPressRequestWithBody(server string, id BoxID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/box/%s/desktop/keyboard/press", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDesktopKeyboardTypeRequest calls the generic DesktopKeyboardType builder with application/json body
+func NewDesktopKeyboardTypeRequest(server string, id BoxID, body DesktopKeyboardTypeJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDesktopKeyboardTypeRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewDesktopKeyboardTypeRequestWithBody constructs an http.Request for the DesktopKeyboardType method, with any body, and a specified content type
+func NewDesktopKeyboardTypeRequestWithBody(server string, id BoxID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/box/%s/desktop/keyboard/type", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDesktopLaunchRequest calls the generic DesktopLaunch builder with application/json body
+func NewDesktopLaunchRequest(server string, id BoxID, body DesktopLaunchJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDesktopLaunchRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewDesktopLaunchRequestWithBody constructs an http.Request for the DesktopLaunch method, with any body, and a specified content type
+func NewDesktopLaunchRequestWithBody(server string, id BoxID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/box/%s/desktop/launch", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDesktopMouseClickRequest calls the generic DesktopMouseClick builder with application/json body
+func NewDesktopMouseClickRequest(server string, id BoxID, body DesktopMouseClickJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDesktopMouseClickRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewDesktopMouseClickRequestWithBody constructs an http.Request for the DesktopMouseClick method, with any body, and a specified content type
+func NewDesktopMouseClickRequestWithBody(server string, id BoxID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/box/%s/desktop/mouse/click", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDesktopMouseDragRequest calls the generic DesktopMouseDrag builder with application/json body
+func NewDesktopMouseDragRequest(server string, id BoxID, body DesktopMouseDragJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDesktopMouseDragRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewDesktopMouseDragRequestWithBody constructs an http.Request for the DesktopMouseDrag method, with any body, and a specified content type
+func NewDesktopMouseDragRequestWithBody(server string, id BoxID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/box/%s/desktop/mouse/drag", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDesktopMouseMoveRequest calls the generic DesktopMouseMove builder with application/json body
+func NewDesktopMouseMoveRequest(server string, id BoxID, body DesktopMouseMoveJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDesktopMouseMoveRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewDesktopMouseMoveRequestWithBody constructs an http.Request for the DesktopMouseMove method, with any body, and a specified content type
+func NewDesktopMouseMoveRequestWithBody(server string, id BoxID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/box/%s/desktop/mouse/move", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDesktopMousePressRequest calls the generic DesktopMousePress builder with application/json body
+func NewDesktopMousePressRequest(server string, id BoxID, body DesktopMousePressJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDesktopMousePressRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewDesktopMousePressRequestWithBody constructs an http.Request for the DesktopMousePress method, with any body, and a specified content type
+func NewDesktopMousePressRequestWithBody(server string, id BoxID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/box/%s/desktop/mouse/press", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDesktopMouseReleaseRequest calls the generic DesktopMouseRelease builder with application/json body
+func NewDesktopMouseReleaseRequest(server string, id BoxID, body DesktopMouseReleaseJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDesktopMouseReleaseRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewDesktopMouseReleaseRequestWithBody constructs an http.Request for the DesktopMouseRelease method, with any body, and a specified content type
+func NewDesktopMouseReleaseRequestWithBody(server string, id BoxID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/box/%s/desktop/mouse/release", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDesktopMouseScrollRequest calls the generic DesktopMouseScroll builder with application/json body
+func NewDesktopMouseScrollRequest(server string, id BoxID, body DesktopMouseScrollJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDesktopMouseScrollRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewDesktopMouseScrollRequestWithBody constructs an http.Request for the DesktopMouseScroll method, with any body, and a specified content type
+func NewDesktopMouseScrollRequestWithBody(server string, id BoxID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/box/%s/desktop/mouse/scroll", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDesktopOpenRequest calls the generic DesktopOpen builder with application/json body
+func NewDesktopOpenRequest(server string, id BoxID, body DesktopOpenJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDesktopOpenRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewDesktopOpenRequestWithBody constructs an http.Request for the DesktopOpen method, with any body, and a specified content type
+func NewDesktopOpenRequestWithBody(server string, id BoxID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/box/%s/desktop/open", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDesktopScreenRequest constructs an http.Request for the DesktopScreen method
+func NewDesktopScreenRequest(server string, id BoxID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/box/%s/desktop/screen", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDesktopScreenshotRequest constructs an http.Request for the DesktopScreenshot method
+func NewDesktopScreenshotRequest(server string, id BoxID, params *DesktopScreenshotParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/box/%s/desktop/screenshot", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Encoding != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "encoding", *params.Encoding, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDesktopStartRequest calls the generic DesktopStart builder with application/json body
+func NewDesktopStartRequest(server string, id BoxID, body DesktopStartJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDesktopStartRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewDesktopStartRequestWithBody constructs an http.Request for the DesktopStart method, with any body, and a specified content type
+func NewDesktopStartRequestWithBody(server string, id BoxID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/box/%s/desktop/start", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDesktopStatusRequest constructs an http.Request for the DesktopStatus method
+func NewDesktopStatusRequest(server string, id BoxID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/box/%s/desktop/status", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDesktopStopRequest constructs an http.Request for the DesktopStop method
+func NewDesktopStopRequest(server string, id BoxID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/box/%s/desktop/stop", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDesktopStreamRequest calls the generic DesktopStream builder with application/json body
+func NewDesktopStreamRequest(server string, id BoxID, body DesktopStreamJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDesktopStreamRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewDesktopStreamRequestWithBody constructs an http.Request for the DesktopStream method, with any body, and a specified content type
+func NewDesktopStreamRequestWithBody(server string, id BoxID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/box/%s/desktop/stream", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewExecCommandRequest calls the generic ExecCommand builder with application/json body
 func NewExecCommandRequest(server string, id BoxID, body ExecCommandJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -10387,6 +12907,346 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with DELETE /v2/box/{id}/config/skills/{owner}/{repo}/{skill} (the `RemoveSkill` operationId).
 	RemoveSkillWithResponse(ctx context.Context, id BoxID, owner string, repo string, skill string, reqEditors ...RequestEditorFn) (*RemoveSkillHTTPResponse, error)
+
+	// DesktopActionsWithBodyWithResponse Run a batch of computer-use actions
+	//
+	// Runs the actions in order and answers with one result each. The actions
+	// follow Anthropic's computer-use tool (`computer_20250124`), with the action's
+	// name under `type`. Clients wait up to 180 s.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/actions (the `DesktopActions` operationId).
+	DesktopActionsWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopActionsHTTPResponse, error)
+
+	// DesktopActionsWithResponse Run a batch of computer-use actions
+	//
+	// Runs the actions in order and answers with one result each. The actions
+	// follow Anthropic's computer-use tool (`computer_20250124`), with the action's
+	// name under `type`. Clients wait up to 180 s.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/actions (the `DesktopActions` operationId).
+	DesktopActionsWithResponse(ctx context.Context, id BoxID, body DesktopActionsJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopActionsHTTPResponse, error)
+
+	// DesktopAgentActWithBodyWithResponse Ask a model for the next actions
+	//
+	// Sends a screenshot and `instruction` to a computer-use model, performs the
+	// actions it answers with, and returns them. Needs an Anthropic key on the box
+	// or the account. Metered. Clients wait up to 180 s.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/agent/act (the `DesktopAgentAct` operationId).
+	DesktopAgentActWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopAgentActHTTPResponse, error)
+
+	// DesktopAgentActWithResponse Ask a model for the next actions
+	//
+	// Sends a screenshot and `instruction` to a computer-use model, performs the
+	// actions it answers with, and returns them. Needs an Anthropic key on the box
+	// or the account. Metered. Clients wait up to 180 s.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/agent/act (the `DesktopAgentAct` operationId).
+	DesktopAgentActWithResponse(ctx context.Context, id BoxID, body DesktopAgentActJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopAgentActHTTPResponse, error)
+
+	// DesktopAgentRunWithBodyWithResponse Let a model drive the desktop
+	//
+	// Runs a computer-use loop for `prompt`: screenshot, model, actions, until
+	// the model is done or `max_steps` (default 12, at most 30) is reached.
+	// Metered. Clients wait up to 600 s.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/agent/run (the `DesktopAgentRun` operationId).
+	DesktopAgentRunWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopAgentRunHTTPResponse, error)
+
+	// DesktopAgentRunWithResponse Let a model drive the desktop
+	//
+	// Runs a computer-use loop for `prompt`: screenshot, model, actions, until
+	// the model is done or `max_steps` (default 12, at most 30) is reached.
+	// Metered. Clients wait up to 600 s.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/agent/run (the `DesktopAgentRun` operationId).
+	DesktopAgentRunWithResponse(ctx context.Context, id BoxID, body DesktopAgentRunJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopAgentRunHTTPResponse, error)
+
+	// DesktopKeyboardPressWithBodyWithResponse Press keys
+	//
+	// Presses a key (`"enter"`), or a chord of keys held together
+	// (`["ctrl", "l"]`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/keyboard/press (the `DesktopKeyboardPress` operationId).
+	DesktopKeyboardPressWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopKeyboardPressHTTPResponse, error)
+
+	// DesktopKeyboardPressWithResponse Press keys
+	//
+	// Presses a key (`"enter"`), or a chord of keys held together
+	// (`["ctrl", "l"]`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/keyboard/press (the `DesktopKeyboardPress` operationId).
+	DesktopKeyboardPressWithResponse(ctx context.Context, id BoxID, body DesktopKeyboardPressJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopKeyboardPressHTTPResponse, error)
+
+	// DesktopKeyboardTypeWithBodyWithResponse Type text
+	//
+	// Types `text`, waiting `delay_ms` between keys.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/keyboard/type (the `DesktopKeyboardType` operationId).
+	DesktopKeyboardTypeWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopKeyboardTypeHTTPResponse, error)
+
+	// DesktopKeyboardTypeWithResponse Type text
+	//
+	// Types `text`, waiting `delay_ms` between keys.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/keyboard/type (the `DesktopKeyboardType` operationId).
+	DesktopKeyboardTypeWithResponse(ctx context.Context, id BoxID, body DesktopKeyboardTypeJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopKeyboardTypeHTTPResponse, error)
+
+	// DesktopLaunchWithBodyWithResponse Launch a program
+	//
+	// Starts `app` with `args` on the desktop. The server allows a known set of
+	// programs (such as `chromium`) and answers 400 to others.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/launch (the `DesktopLaunch` operationId).
+	DesktopLaunchWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopLaunchHTTPResponse, error)
+
+	// DesktopLaunchWithResponse Launch a program
+	//
+	// Starts `app` with `args` on the desktop. The server allows a known set of
+	// programs (such as `chromium`) and answers 400 to others.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/launch (the `DesktopLaunch` operationId).
+	DesktopLaunchWithResponse(ctx context.Context, id BoxID, body DesktopLaunchJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopLaunchHTTPResponse, error)
+
+	// DesktopMouseClickWithBodyWithResponse Click
+	//
+	// Clicks `button` (default left) `count` times (default 1), at (x, y) when
+	// both are given, else where the pointer is.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/mouse/click (the `DesktopMouseClick` operationId).
+	DesktopMouseClickWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopMouseClickHTTPResponse, error)
+
+	// DesktopMouseClickWithResponse Click
+	//
+	// Clicks `button` (default left) `count` times (default 1), at (x, y) when
+	// both are given, else where the pointer is.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/mouse/click (the `DesktopMouseClick` operationId).
+	DesktopMouseClickWithResponse(ctx context.Context, id BoxID, body DesktopMouseClickJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopMouseClickHTTPResponse, error)
+
+	// DesktopMouseDragWithBodyWithResponse Drag
+	//
+	// Presses `button` (default left) at `from`, moves to `to` and releases it.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/mouse/drag (the `DesktopMouseDrag` operationId).
+	DesktopMouseDragWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopMouseDragHTTPResponse, error)
+
+	// DesktopMouseDragWithResponse Drag
+	//
+	// Presses `button` (default left) at `from`, moves to `to` and releases it.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/mouse/drag (the `DesktopMouseDrag` operationId).
+	DesktopMouseDragWithResponse(ctx context.Context, id BoxID, body DesktopMouseDragJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopMouseDragHTTPResponse, error)
+
+	// DesktopMouseMoveWithBodyWithResponse Move the mouse pointer
+	//
+	// Moves the pointer to (x, y), in screen pixels.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/mouse/move (the `DesktopMouseMove` operationId).
+	DesktopMouseMoveWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopMouseMoveHTTPResponse, error)
+
+	// DesktopMouseMoveWithResponse Move the mouse pointer
+	//
+	// Moves the pointer to (x, y), in screen pixels.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/mouse/move (the `DesktopMouseMove` operationId).
+	DesktopMouseMoveWithResponse(ctx context.Context, id BoxID, body DesktopMouseMoveJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopMouseMoveHTTPResponse, error)
+
+	// DesktopMousePressWithBodyWithResponse Press a mouse button
+	//
+	// Presses `button` (default left) and holds it.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/mouse/press (the `DesktopMousePress` operationId).
+	DesktopMousePressWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopMousePressHTTPResponse, error)
+
+	// DesktopMousePressWithResponse Press a mouse button
+	//
+	// Presses `button` (default left) and holds it.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/mouse/press (the `DesktopMousePress` operationId).
+	DesktopMousePressWithResponse(ctx context.Context, id BoxID, body DesktopMousePressJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopMousePressHTTPResponse, error)
+
+	// DesktopMouseReleaseWithBodyWithResponse Release a mouse button
+	//
+	// Releases `button` (default left).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/mouse/release (the `DesktopMouseRelease` operationId).
+	DesktopMouseReleaseWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopMouseReleaseHTTPResponse, error)
+
+	// DesktopMouseReleaseWithResponse Release a mouse button
+	//
+	// Releases `button` (default left).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/mouse/release (the `DesktopMouseRelease` operationId).
+	DesktopMouseReleaseWithResponse(ctx context.Context, id BoxID, body DesktopMouseReleaseJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopMouseReleaseHTTPResponse, error)
+
+	// DesktopMouseScrollWithBodyWithResponse Scroll
+	//
+	// Scrolls `amount` steps (default 1) in `direction`, at (x, y) when both
+	// are given.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/mouse/scroll (the `DesktopMouseScroll` operationId).
+	DesktopMouseScrollWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopMouseScrollHTTPResponse, error)
+
+	// DesktopMouseScrollWithResponse Scroll
+	//
+	// Scrolls `amount` steps (default 1) in `direction`, at (x, y) when both
+	// are given.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/mouse/scroll (the `DesktopMouseScroll` operationId).
+	DesktopMouseScrollWithResponse(ctx context.Context, id BoxID, body DesktopMouseScrollJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopMouseScrollHTTPResponse, error)
+
+	// DesktopOpenWithBodyWithResponse Open a URL or a file
+	//
+	// Opens `target`, a URL or a path in the box, with its default program.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/open (the `DesktopOpen` operationId).
+	DesktopOpenWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopOpenHTTPResponse, error)
+
+	// DesktopOpenWithResponse Open a URL or a file
+	//
+	// Opens `target`, a URL or a path in the box, with its default program.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/open (the `DesktopOpen` operationId).
+	DesktopOpenWithResponse(ctx context.Context, id BoxID, body DesktopOpenJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopOpenHTTPResponse, error)
+
+	// DesktopScreenWithResponse The screen's size and the pointer
+	//
+	// The screen's size in pixels and where the mouse pointer is.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v2/box/{id}/desktop/screen (the `DesktopScreen` operationId).
+	DesktopScreenWithResponse(ctx context.Context, id BoxID, reqEditors ...RequestEditorFn) (*DesktopScreenHTTPResponse, error)
+
+	// DesktopScreenshotWithResponse Take a screenshot of the desktop
+	//
+	// A PNG of the whole screen, base64-encoded, with the mouse pointer unless
+	// `cursor=false`. Clients wait up to 60 s.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v2/box/{id}/desktop/screenshot (the `DesktopScreenshot` operationId).
+	DesktopScreenshotWithResponse(ctx context.Context, id BoxID, params *DesktopScreenshotParams, reqEditors ...RequestEditorFn) (*DesktopScreenshotHTTPResponse, error)
+
+	// DesktopStartWithBodyWithResponse Start the box's desktop
+	//
+	// Starts the X display, the window manager and Chromium, at the given size,
+	// and opens `open` in Chromium. Idempotent: a running desktop answers with
+	// its size. Clients wait up to 120 s. A box created without `desktop` answers 409. A server without the desktop's
+	// programs answers 501.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/start (the `DesktopStart` operationId).
+	DesktopStartWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopStartHTTPResponse, error)
+
+	// DesktopStartWithResponse Start the box's desktop
+	//
+	// Starts the X display, the window manager and Chromium, at the given size,
+	// and opens `open` in Chromium. Idempotent: a running desktop answers with
+	// its size. Clients wait up to 120 s. A box created without `desktop` answers 409. A server without the desktop's
+	// programs answers 501.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/start (the `DesktopStart` operationId).
+	DesktopStartWithResponse(ctx context.Context, id BoxID, body DesktopStartJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopStartHTTPResponse, error)
+
+	// DesktopStatusWithResponse The desktop's state
+	//
+	// Whether the desktop runs and is viewable, its display and size, and
+	// which of its processes run.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v2/box/{id}/desktop/status (the `DesktopStatus` operationId).
+	DesktopStatusWithResponse(ctx context.Context, id BoxID, reqEditors ...RequestEditorFn) (*DesktopStatusHTTPResponse, error)
+
+	// DesktopStopWithResponse Stop the desktop
+	//
+	// Stops the desktop's processes and revokes the viewer's credentials.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/stop (the `DesktopStop` operationId).
+	DesktopStopWithResponse(ctx context.Context, id BoxID, reqEditors ...RequestEditorFn) (*DesktopStopHTTPResponse, error)
+
+	// DesktopStreamWithBodyWithResponse Get a live view of the desktop
+	//
+	// Makes the desktop viewable over VNC in a browser (noVNC) and returns the
+	// viewer's URL and credentials. `auth` is `basic` (the default; a user name
+	// and password), `token` (a token in the URL) or `none` (anyone with the
+	// URL). `view_only` drops the viewer's input.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/stream (the `DesktopStream` operationId).
+	DesktopStreamWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopStreamHTTPResponse, error)
+
+	// DesktopStreamWithResponse Get a live view of the desktop
+	//
+	// Makes the desktop viewable over VNC in a browser (noVNC) and returns the
+	// viewer's URL and credentials. `auth` is `basic` (the default; a user name
+	// and password), `token` (a token in the URL) or `none` (anyone with the
+	// URL). `view_only` drops the viewer's input.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/box/{id}/desktop/stream (the `DesktopStream` operationId).
+	DesktopStreamWithResponse(ctx context.Context, id BoxID, body DesktopStreamJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopStreamHTTPResponse, error)
 
 	// ExecCommandWithBodyWithResponse Run a command and wait for it
 	//
@@ -13981,6 +16841,1583 @@ func (r RemoveSkillHTTPResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RemoveSkillHTTPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DesktopActionsHTTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DesktopActionsResponse
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DesktopActionsHTTPResponse) GetJSON200() *DesktopActionsResponse {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DesktopActionsHTTPResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DesktopActionsHTTPResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DesktopActionsHTTPResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DesktopActionsHTTPResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DesktopActionsHTTPResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DesktopActionsHTTPResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DesktopActionsHTTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DesktopActionsHTTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DesktopActionsHTTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DesktopActionsHTTPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DesktopAgentActHTTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DesktopAgentActResponse
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DesktopAgentActHTTPResponse) GetJSON200() *DesktopAgentActResponse {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DesktopAgentActHTTPResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DesktopAgentActHTTPResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DesktopAgentActHTTPResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DesktopAgentActHTTPResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DesktopAgentActHTTPResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DesktopAgentActHTTPResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DesktopAgentActHTTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DesktopAgentActHTTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DesktopAgentActHTTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DesktopAgentActHTTPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DesktopAgentRunHTTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DesktopAgentRunResponse
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DesktopAgentRunHTTPResponse) GetJSON200() *DesktopAgentRunResponse {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DesktopAgentRunHTTPResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DesktopAgentRunHTTPResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DesktopAgentRunHTTPResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DesktopAgentRunHTTPResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DesktopAgentRunHTTPResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DesktopAgentRunHTTPResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DesktopAgentRunHTTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DesktopAgentRunHTTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DesktopAgentRunHTTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DesktopAgentRunHTTPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DesktopKeyboardPressHTTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DesktopOK
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DesktopKeyboardPressHTTPResponse) GetJSON200() *DesktopOK {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DesktopKeyboardPressHTTPResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DesktopKeyboardPressHTTPResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DesktopKeyboardPressHTTPResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DesktopKeyboardPressHTTPResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DesktopKeyboardPressHTTPResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DesktopKeyboardPressHTTPResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DesktopKeyboardPressHTTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DesktopKeyboardPressHTTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DesktopKeyboardPressHTTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DesktopKeyboardPressHTTPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DesktopKeyboardTypeHTTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DesktopOK
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DesktopKeyboardTypeHTTPResponse) GetJSON200() *DesktopOK {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DesktopKeyboardTypeHTTPResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DesktopKeyboardTypeHTTPResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DesktopKeyboardTypeHTTPResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DesktopKeyboardTypeHTTPResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DesktopKeyboardTypeHTTPResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DesktopKeyboardTypeHTTPResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DesktopKeyboardTypeHTTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DesktopKeyboardTypeHTTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DesktopKeyboardTypeHTTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DesktopKeyboardTypeHTTPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DesktopLaunchHTTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DesktopOK
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DesktopLaunchHTTPResponse) GetJSON200() *DesktopOK {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DesktopLaunchHTTPResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DesktopLaunchHTTPResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DesktopLaunchHTTPResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DesktopLaunchHTTPResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DesktopLaunchHTTPResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DesktopLaunchHTTPResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DesktopLaunchHTTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DesktopLaunchHTTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DesktopLaunchHTTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DesktopLaunchHTTPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DesktopMouseClickHTTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DesktopOK
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DesktopMouseClickHTTPResponse) GetJSON200() *DesktopOK {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DesktopMouseClickHTTPResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DesktopMouseClickHTTPResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DesktopMouseClickHTTPResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DesktopMouseClickHTTPResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DesktopMouseClickHTTPResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DesktopMouseClickHTTPResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DesktopMouseClickHTTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DesktopMouseClickHTTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DesktopMouseClickHTTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DesktopMouseClickHTTPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DesktopMouseDragHTTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DesktopOK
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DesktopMouseDragHTTPResponse) GetJSON200() *DesktopOK {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DesktopMouseDragHTTPResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DesktopMouseDragHTTPResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DesktopMouseDragHTTPResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DesktopMouseDragHTTPResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DesktopMouseDragHTTPResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DesktopMouseDragHTTPResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DesktopMouseDragHTTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DesktopMouseDragHTTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DesktopMouseDragHTTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DesktopMouseDragHTTPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DesktopMouseMoveHTTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DesktopOK
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DesktopMouseMoveHTTPResponse) GetJSON200() *DesktopOK {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DesktopMouseMoveHTTPResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DesktopMouseMoveHTTPResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DesktopMouseMoveHTTPResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DesktopMouseMoveHTTPResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DesktopMouseMoveHTTPResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DesktopMouseMoveHTTPResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DesktopMouseMoveHTTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DesktopMouseMoveHTTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DesktopMouseMoveHTTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DesktopMouseMoveHTTPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DesktopMousePressHTTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DesktopOK
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DesktopMousePressHTTPResponse) GetJSON200() *DesktopOK {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DesktopMousePressHTTPResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DesktopMousePressHTTPResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DesktopMousePressHTTPResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DesktopMousePressHTTPResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DesktopMousePressHTTPResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DesktopMousePressHTTPResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DesktopMousePressHTTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DesktopMousePressHTTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DesktopMousePressHTTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DesktopMousePressHTTPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DesktopMouseReleaseHTTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DesktopOK
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DesktopMouseReleaseHTTPResponse) GetJSON200() *DesktopOK {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DesktopMouseReleaseHTTPResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DesktopMouseReleaseHTTPResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DesktopMouseReleaseHTTPResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DesktopMouseReleaseHTTPResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DesktopMouseReleaseHTTPResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DesktopMouseReleaseHTTPResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DesktopMouseReleaseHTTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DesktopMouseReleaseHTTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DesktopMouseReleaseHTTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DesktopMouseReleaseHTTPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DesktopMouseScrollHTTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DesktopOK
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DesktopMouseScrollHTTPResponse) GetJSON200() *DesktopOK {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DesktopMouseScrollHTTPResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DesktopMouseScrollHTTPResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DesktopMouseScrollHTTPResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DesktopMouseScrollHTTPResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DesktopMouseScrollHTTPResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DesktopMouseScrollHTTPResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DesktopMouseScrollHTTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DesktopMouseScrollHTTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DesktopMouseScrollHTTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DesktopMouseScrollHTTPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DesktopOpenHTTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DesktopOK
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DesktopOpenHTTPResponse) GetJSON200() *DesktopOK {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DesktopOpenHTTPResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DesktopOpenHTTPResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DesktopOpenHTTPResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DesktopOpenHTTPResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DesktopOpenHTTPResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DesktopOpenHTTPResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DesktopOpenHTTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DesktopOpenHTTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DesktopOpenHTTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DesktopOpenHTTPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DesktopScreenHTTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DesktopScreen
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DesktopScreenHTTPResponse) GetJSON200() *DesktopScreen {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DesktopScreenHTTPResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DesktopScreenHTTPResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DesktopScreenHTTPResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DesktopScreenHTTPResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DesktopScreenHTTPResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DesktopScreenHTTPResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DesktopScreenHTTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DesktopScreenHTTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DesktopScreenHTTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DesktopScreenHTTPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DesktopScreenshotHTTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DesktopScreenshot
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DesktopScreenshotHTTPResponse) GetJSON200() *DesktopScreenshot {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DesktopScreenshotHTTPResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DesktopScreenshotHTTPResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DesktopScreenshotHTTPResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DesktopScreenshotHTTPResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DesktopScreenshotHTTPResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DesktopScreenshotHTTPResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DesktopScreenshotHTTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DesktopScreenshotHTTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DesktopScreenshotHTTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DesktopScreenshotHTTPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DesktopStartHTTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DesktopStartResponse
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DesktopStartHTTPResponse) GetJSON200() *DesktopStartResponse {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DesktopStartHTTPResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DesktopStartHTTPResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DesktopStartHTTPResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DesktopStartHTTPResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DesktopStartHTTPResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DesktopStartHTTPResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DesktopStartHTTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DesktopStartHTTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DesktopStartHTTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DesktopStartHTTPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DesktopStatusHTTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DesktopStatus
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DesktopStatusHTTPResponse) GetJSON200() *DesktopStatus {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DesktopStatusHTTPResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DesktopStatusHTTPResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DesktopStatusHTTPResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DesktopStatusHTTPResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DesktopStatusHTTPResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DesktopStatusHTTPResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DesktopStatusHTTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DesktopStatusHTTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DesktopStatusHTTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DesktopStatusHTTPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DesktopStopHTTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DesktopOK
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DesktopStopHTTPResponse) GetJSON200() *DesktopOK {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DesktopStopHTTPResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DesktopStopHTTPResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DesktopStopHTTPResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DesktopStopHTTPResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DesktopStopHTTPResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DesktopStopHTTPResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DesktopStopHTTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DesktopStopHTTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DesktopStopHTTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DesktopStopHTTPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DesktopStreamHTTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DesktopStream
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DesktopStreamHTTPResponse) GetJSON200() *DesktopStream {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DesktopStreamHTTPResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DesktopStreamHTTPResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DesktopStreamHTTPResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DesktopStreamHTTPResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DesktopStreamHTTPResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DesktopStreamHTTPResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DesktopStreamHTTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DesktopStreamHTTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DesktopStreamHTTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DesktopStreamHTTPResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -18615,6 +23052,550 @@ func (c *ClientWithResponses) RemoveSkillWithResponse(ctx context.Context, id Bo
 	return ParseRemoveSkillHTTPResponse(rsp)
 }
 
+// DesktopActionsWithBodyWithResponse Run a batch of computer-use actions
+//
+// Runs the actions in order and answers with one result each. The actions
+// follow Anthropic's computer-use tool (`computer_20250124`), with the action's
+// name under `type`. Clients wait up to 180 s.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/actions (the `DesktopActions` operationId).
+func (c *ClientWithResponses) DesktopActionsWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopActionsHTTPResponse, error) {
+	rsp, err := c.DesktopActionsWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopActionsHTTPResponse(rsp)
+}
+
+// DesktopActionsWithResponse Run a batch of computer-use actions
+//
+// Runs the actions in order and answers with one result each. The actions
+// follow Anthropic's computer-use tool (`computer_20250124`), with the action's
+// name under `type`. Clients wait up to 180 s.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/actions (the `DesktopActions` operationId).
+func (c *ClientWithResponses) DesktopActionsWithResponse(ctx context.Context, id BoxID, body DesktopActionsJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopActionsHTTPResponse, error) {
+	rsp, err := c.DesktopActions(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopActionsHTTPResponse(rsp)
+}
+
+// DesktopAgentActWithBodyWithResponse Ask a model for the next actions
+//
+// Sends a screenshot and `instruction` to a computer-use model, performs the
+// actions it answers with, and returns them. Needs an Anthropic key on the box
+// or the account. Metered. Clients wait up to 180 s.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/agent/act (the `DesktopAgentAct` operationId).
+func (c *ClientWithResponses) DesktopAgentActWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopAgentActHTTPResponse, error) {
+	rsp, err := c.DesktopAgentActWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopAgentActHTTPResponse(rsp)
+}
+
+// DesktopAgentActWithResponse Ask a model for the next actions
+//
+// Sends a screenshot and `instruction` to a computer-use model, performs the
+// actions it answers with, and returns them. Needs an Anthropic key on the box
+// or the account. Metered. Clients wait up to 180 s.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/agent/act (the `DesktopAgentAct` operationId).
+func (c *ClientWithResponses) DesktopAgentActWithResponse(ctx context.Context, id BoxID, body DesktopAgentActJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopAgentActHTTPResponse, error) {
+	rsp, err := c.DesktopAgentAct(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopAgentActHTTPResponse(rsp)
+}
+
+// DesktopAgentRunWithBodyWithResponse Let a model drive the desktop
+//
+// Runs a computer-use loop for `prompt`: screenshot, model, actions, until
+// the model is done or `max_steps` (default 12, at most 30) is reached.
+// Metered. Clients wait up to 600 s.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/agent/run (the `DesktopAgentRun` operationId).
+func (c *ClientWithResponses) DesktopAgentRunWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopAgentRunHTTPResponse, error) {
+	rsp, err := c.DesktopAgentRunWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopAgentRunHTTPResponse(rsp)
+}
+
+// DesktopAgentRunWithResponse Let a model drive the desktop
+//
+// Runs a computer-use loop for `prompt`: screenshot, model, actions, until
+// the model is done or `max_steps` (default 12, at most 30) is reached.
+// Metered. Clients wait up to 600 s.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/agent/run (the `DesktopAgentRun` operationId).
+func (c *ClientWithResponses) DesktopAgentRunWithResponse(ctx context.Context, id BoxID, body DesktopAgentRunJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopAgentRunHTTPResponse, error) {
+	rsp, err := c.DesktopAgentRun(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopAgentRunHTTPResponse(rsp)
+}
+
+// DesktopKeyboardPressWithBodyWithResponse Press keys
+//
+// Presses a key (`"enter"`), or a chord of keys held together
+// (`["ctrl", "l"]`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/keyboard/press (the `DesktopKeyboardPress` operationId).
+func (c *ClientWithResponses) DesktopKeyboardPressWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopKeyboardPressHTTPResponse, error) {
+	rsp, err := c.DesktopKeyboardPressWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopKeyboardPressHTTPResponse(rsp)
+}
+
+// DesktopKeyboardPressWithResponse Press keys
+//
+// Presses a key (`"enter"`), or a chord of keys held together
+// (`["ctrl", "l"]`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/keyboard/press (the `DesktopKeyboardPress` operationId).
+func (c *ClientWithResponses) DesktopKeyboardPressWithResponse(ctx context.Context, id BoxID, body DesktopKeyboardPressJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopKeyboardPressHTTPResponse, error) {
+	rsp, err := c.DesktopKeyboardPress(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopKeyboardPressHTTPResponse(rsp)
+}
+
+// DesktopKeyboardTypeWithBodyWithResponse Type text
+//
+// Types `text`, waiting `delay_ms` between keys.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/keyboard/type (the `DesktopKeyboardType` operationId).
+func (c *ClientWithResponses) DesktopKeyboardTypeWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopKeyboardTypeHTTPResponse, error) {
+	rsp, err := c.DesktopKeyboardTypeWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopKeyboardTypeHTTPResponse(rsp)
+}
+
+// DesktopKeyboardTypeWithResponse Type text
+//
+// Types `text`, waiting `delay_ms` between keys.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/keyboard/type (the `DesktopKeyboardType` operationId).
+func (c *ClientWithResponses) DesktopKeyboardTypeWithResponse(ctx context.Context, id BoxID, body DesktopKeyboardTypeJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopKeyboardTypeHTTPResponse, error) {
+	rsp, err := c.DesktopKeyboardType(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopKeyboardTypeHTTPResponse(rsp)
+}
+
+// DesktopLaunchWithBodyWithResponse Launch a program
+//
+// Starts `app` with `args` on the desktop. The server allows a known set of
+// programs (such as `chromium`) and answers 400 to others.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/launch (the `DesktopLaunch` operationId).
+func (c *ClientWithResponses) DesktopLaunchWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopLaunchHTTPResponse, error) {
+	rsp, err := c.DesktopLaunchWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopLaunchHTTPResponse(rsp)
+}
+
+// DesktopLaunchWithResponse Launch a program
+//
+// Starts `app` with `args` on the desktop. The server allows a known set of
+// programs (such as `chromium`) and answers 400 to others.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/launch (the `DesktopLaunch` operationId).
+func (c *ClientWithResponses) DesktopLaunchWithResponse(ctx context.Context, id BoxID, body DesktopLaunchJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopLaunchHTTPResponse, error) {
+	rsp, err := c.DesktopLaunch(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopLaunchHTTPResponse(rsp)
+}
+
+// DesktopMouseClickWithBodyWithResponse Click
+//
+// Clicks `button` (default left) `count` times (default 1), at (x, y) when
+// both are given, else where the pointer is.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/mouse/click (the `DesktopMouseClick` operationId).
+func (c *ClientWithResponses) DesktopMouseClickWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopMouseClickHTTPResponse, error) {
+	rsp, err := c.DesktopMouseClickWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopMouseClickHTTPResponse(rsp)
+}
+
+// DesktopMouseClickWithResponse Click
+//
+// Clicks `button` (default left) `count` times (default 1), at (x, y) when
+// both are given, else where the pointer is.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/mouse/click (the `DesktopMouseClick` operationId).
+func (c *ClientWithResponses) DesktopMouseClickWithResponse(ctx context.Context, id BoxID, body DesktopMouseClickJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopMouseClickHTTPResponse, error) {
+	rsp, err := c.DesktopMouseClick(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopMouseClickHTTPResponse(rsp)
+}
+
+// DesktopMouseDragWithBodyWithResponse Drag
+//
+// Presses `button` (default left) at `from`, moves to `to` and releases it.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/mouse/drag (the `DesktopMouseDrag` operationId).
+func (c *ClientWithResponses) DesktopMouseDragWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopMouseDragHTTPResponse, error) {
+	rsp, err := c.DesktopMouseDragWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopMouseDragHTTPResponse(rsp)
+}
+
+// DesktopMouseDragWithResponse Drag
+//
+// Presses `button` (default left) at `from`, moves to `to` and releases it.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/mouse/drag (the `DesktopMouseDrag` operationId).
+func (c *ClientWithResponses) DesktopMouseDragWithResponse(ctx context.Context, id BoxID, body DesktopMouseDragJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopMouseDragHTTPResponse, error) {
+	rsp, err := c.DesktopMouseDrag(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopMouseDragHTTPResponse(rsp)
+}
+
+// DesktopMouseMoveWithBodyWithResponse Move the mouse pointer
+//
+// Moves the pointer to (x, y), in screen pixels.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/mouse/move (the `DesktopMouseMove` operationId).
+func (c *ClientWithResponses) DesktopMouseMoveWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopMouseMoveHTTPResponse, error) {
+	rsp, err := c.DesktopMouseMoveWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopMouseMoveHTTPResponse(rsp)
+}
+
+// DesktopMouseMoveWithResponse Move the mouse pointer
+//
+// Moves the pointer to (x, y), in screen pixels.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/mouse/move (the `DesktopMouseMove` operationId).
+func (c *ClientWithResponses) DesktopMouseMoveWithResponse(ctx context.Context, id BoxID, body DesktopMouseMoveJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopMouseMoveHTTPResponse, error) {
+	rsp, err := c.DesktopMouseMove(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopMouseMoveHTTPResponse(rsp)
+}
+
+// DesktopMousePressWithBodyWithResponse Press a mouse button
+//
+// Presses `button` (default left) and holds it.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/mouse/press (the `DesktopMousePress` operationId).
+func (c *ClientWithResponses) DesktopMousePressWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopMousePressHTTPResponse, error) {
+	rsp, err := c.DesktopMousePressWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopMousePressHTTPResponse(rsp)
+}
+
+// DesktopMousePressWithResponse Press a mouse button
+//
+// Presses `button` (default left) and holds it.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/mouse/press (the `DesktopMousePress` operationId).
+func (c *ClientWithResponses) DesktopMousePressWithResponse(ctx context.Context, id BoxID, body DesktopMousePressJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopMousePressHTTPResponse, error) {
+	rsp, err := c.DesktopMousePress(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopMousePressHTTPResponse(rsp)
+}
+
+// DesktopMouseReleaseWithBodyWithResponse Release a mouse button
+//
+// Releases `button` (default left).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/mouse/release (the `DesktopMouseRelease` operationId).
+func (c *ClientWithResponses) DesktopMouseReleaseWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopMouseReleaseHTTPResponse, error) {
+	rsp, err := c.DesktopMouseReleaseWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopMouseReleaseHTTPResponse(rsp)
+}
+
+// DesktopMouseReleaseWithResponse Release a mouse button
+//
+// Releases `button` (default left).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/mouse/release (the `DesktopMouseRelease` operationId).
+func (c *ClientWithResponses) DesktopMouseReleaseWithResponse(ctx context.Context, id BoxID, body DesktopMouseReleaseJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopMouseReleaseHTTPResponse, error) {
+	rsp, err := c.DesktopMouseRelease(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopMouseReleaseHTTPResponse(rsp)
+}
+
+// DesktopMouseScrollWithBodyWithResponse Scroll
+//
+// Scrolls `amount` steps (default 1) in `direction`, at (x, y) when both
+// are given.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/mouse/scroll (the `DesktopMouseScroll` operationId).
+func (c *ClientWithResponses) DesktopMouseScrollWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopMouseScrollHTTPResponse, error) {
+	rsp, err := c.DesktopMouseScrollWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopMouseScrollHTTPResponse(rsp)
+}
+
+// DesktopMouseScrollWithResponse Scroll
+//
+// Scrolls `amount` steps (default 1) in `direction`, at (x, y) when both
+// are given.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/mouse/scroll (the `DesktopMouseScroll` operationId).
+func (c *ClientWithResponses) DesktopMouseScrollWithResponse(ctx context.Context, id BoxID, body DesktopMouseScrollJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopMouseScrollHTTPResponse, error) {
+	rsp, err := c.DesktopMouseScroll(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopMouseScrollHTTPResponse(rsp)
+}
+
+// DesktopOpenWithBodyWithResponse Open a URL or a file
+//
+// Opens `target`, a URL or a path in the box, with its default program.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/open (the `DesktopOpen` operationId).
+func (c *ClientWithResponses) DesktopOpenWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopOpenHTTPResponse, error) {
+	rsp, err := c.DesktopOpenWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopOpenHTTPResponse(rsp)
+}
+
+// DesktopOpenWithResponse Open a URL or a file
+//
+// Opens `target`, a URL or a path in the box, with its default program.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/open (the `DesktopOpen` operationId).
+func (c *ClientWithResponses) DesktopOpenWithResponse(ctx context.Context, id BoxID, body DesktopOpenJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopOpenHTTPResponse, error) {
+	rsp, err := c.DesktopOpen(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopOpenHTTPResponse(rsp)
+}
+
+// DesktopScreenWithResponse The screen's size and the pointer
+//
+// The screen's size in pixels and where the mouse pointer is.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v2/box/{id}/desktop/screen (the `DesktopScreen` operationId).
+func (c *ClientWithResponses) DesktopScreenWithResponse(ctx context.Context, id BoxID, reqEditors ...RequestEditorFn) (*DesktopScreenHTTPResponse, error) {
+	rsp, err := c.DesktopScreen(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopScreenHTTPResponse(rsp)
+}
+
+// DesktopScreenshotWithResponse Take a screenshot of the desktop
+//
+// A PNG of the whole screen, base64-encoded, with the mouse pointer unless
+// `cursor=false`. Clients wait up to 60 s.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v2/box/{id}/desktop/screenshot (the `DesktopScreenshot` operationId).
+func (c *ClientWithResponses) DesktopScreenshotWithResponse(ctx context.Context, id BoxID, params *DesktopScreenshotParams, reqEditors ...RequestEditorFn) (*DesktopScreenshotHTTPResponse, error) {
+	rsp, err := c.DesktopScreenshot(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopScreenshotHTTPResponse(rsp)
+}
+
+// DesktopStartWithBodyWithResponse Start the box's desktop
+//
+// Starts the X display, the window manager and Chromium, at the given size,
+// and opens `open` in Chromium. Idempotent: a running desktop answers with
+// its size. Clients wait up to 120 s. A box created without `desktop` answers 409. A server without the desktop's
+// programs answers 501.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/start (the `DesktopStart` operationId).
+func (c *ClientWithResponses) DesktopStartWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopStartHTTPResponse, error) {
+	rsp, err := c.DesktopStartWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopStartHTTPResponse(rsp)
+}
+
+// DesktopStartWithResponse Start the box's desktop
+//
+// Starts the X display, the window manager and Chromium, at the given size,
+// and opens `open` in Chromium. Idempotent: a running desktop answers with
+// its size. Clients wait up to 120 s. A box created without `desktop` answers 409. A server without the desktop's
+// programs answers 501.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/start (the `DesktopStart` operationId).
+func (c *ClientWithResponses) DesktopStartWithResponse(ctx context.Context, id BoxID, body DesktopStartJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopStartHTTPResponse, error) {
+	rsp, err := c.DesktopStart(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopStartHTTPResponse(rsp)
+}
+
+// DesktopStatusWithResponse The desktop's state
+//
+// Whether the desktop runs and is viewable, its display and size, and
+// which of its processes run.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v2/box/{id}/desktop/status (the `DesktopStatus` operationId).
+func (c *ClientWithResponses) DesktopStatusWithResponse(ctx context.Context, id BoxID, reqEditors ...RequestEditorFn) (*DesktopStatusHTTPResponse, error) {
+	rsp, err := c.DesktopStatus(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopStatusHTTPResponse(rsp)
+}
+
+// DesktopStopWithResponse Stop the desktop
+//
+// Stops the desktop's processes and revokes the viewer's credentials.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/stop (the `DesktopStop` operationId).
+func (c *ClientWithResponses) DesktopStopWithResponse(ctx context.Context, id BoxID, reqEditors ...RequestEditorFn) (*DesktopStopHTTPResponse, error) {
+	rsp, err := c.DesktopStop(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopStopHTTPResponse(rsp)
+}
+
+// DesktopStreamWithBodyWithResponse Get a live view of the desktop
+//
+// Makes the desktop viewable over VNC in a browser (noVNC) and returns the
+// viewer's URL and credentials. `auth` is `basic` (the default; a user name
+// and password), `token` (a token in the URL) or `none` (anyone with the
+// URL). `view_only` drops the viewer's input.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/stream (the `DesktopStream` operationId).
+func (c *ClientWithResponses) DesktopStreamWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DesktopStreamHTTPResponse, error) {
+	rsp, err := c.DesktopStreamWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopStreamHTTPResponse(rsp)
+}
+
+// DesktopStreamWithResponse Get a live view of the desktop
+//
+// Makes the desktop viewable over VNC in a browser (noVNC) and returns the
+// viewer's URL and credentials. `auth` is `basic` (the default; a user name
+// and password), `token` (a token in the URL) or `none` (anyone with the
+// URL). `view_only` drops the viewer's input.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/box/{id}/desktop/stream (the `DesktopStream` operationId).
+func (c *ClientWithResponses) DesktopStreamWithResponse(ctx context.Context, id BoxID, body DesktopStreamJSONRequestBody, reqEditors ...RequestEditorFn) (*DesktopStreamHTTPResponse, error) {
+	rsp, err := c.DesktopStream(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDesktopStreamHTTPResponse(rsp)
+}
+
 // ExecCommandWithBodyWithResponse Run a command and wait for it
 //
 // Runs an argv (clients wrap shell strings as `["sh","-c","<cmd>"]`) in `folder` and
@@ -22074,6 +27055,1298 @@ func ParseRemoveSkillHTTPResponse(rsp *http.Response) (*RemoveSkillHTTPResponse,
 	return response, nil
 }
 
+// ParseDesktopActionsHTTPResponse parses an HTTP response from a DesktopActionsWithResponse call
+func ParseDesktopActionsHTTPResponse(rsp *http.Response) (*DesktopActionsHTTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DesktopActionsHTTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DesktopActionsResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDesktopAgentActHTTPResponse parses an HTTP response from a DesktopAgentActWithResponse call
+func ParseDesktopAgentActHTTPResponse(rsp *http.Response) (*DesktopAgentActHTTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DesktopAgentActHTTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DesktopAgentActResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDesktopAgentRunHTTPResponse parses an HTTP response from a DesktopAgentRunWithResponse call
+func ParseDesktopAgentRunHTTPResponse(rsp *http.Response) (*DesktopAgentRunHTTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DesktopAgentRunHTTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DesktopAgentRunResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDesktopKeyboardPressHTTPResponse parses an HTTP response from a DesktopKeyboardPressWithResponse call
+func ParseDesktopKeyboardPressHTTPResponse(rsp *http.Response) (*DesktopKeyboardPressHTTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DesktopKeyboardPressHTTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DesktopOK
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDesktopKeyboardTypeHTTPResponse parses an HTTP response from a DesktopKeyboardTypeWithResponse call
+func ParseDesktopKeyboardTypeHTTPResponse(rsp *http.Response) (*DesktopKeyboardTypeHTTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DesktopKeyboardTypeHTTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DesktopOK
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDesktopLaunchHTTPResponse parses an HTTP response from a DesktopLaunchWithResponse call
+func ParseDesktopLaunchHTTPResponse(rsp *http.Response) (*DesktopLaunchHTTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DesktopLaunchHTTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DesktopOK
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDesktopMouseClickHTTPResponse parses an HTTP response from a DesktopMouseClickWithResponse call
+func ParseDesktopMouseClickHTTPResponse(rsp *http.Response) (*DesktopMouseClickHTTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DesktopMouseClickHTTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DesktopOK
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDesktopMouseDragHTTPResponse parses an HTTP response from a DesktopMouseDragWithResponse call
+func ParseDesktopMouseDragHTTPResponse(rsp *http.Response) (*DesktopMouseDragHTTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DesktopMouseDragHTTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DesktopOK
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDesktopMouseMoveHTTPResponse parses an HTTP response from a DesktopMouseMoveWithResponse call
+func ParseDesktopMouseMoveHTTPResponse(rsp *http.Response) (*DesktopMouseMoveHTTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DesktopMouseMoveHTTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DesktopOK
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDesktopMousePressHTTPResponse parses an HTTP response from a DesktopMousePressWithResponse call
+func ParseDesktopMousePressHTTPResponse(rsp *http.Response) (*DesktopMousePressHTTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DesktopMousePressHTTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DesktopOK
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDesktopMouseReleaseHTTPResponse parses an HTTP response from a DesktopMouseReleaseWithResponse call
+func ParseDesktopMouseReleaseHTTPResponse(rsp *http.Response) (*DesktopMouseReleaseHTTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DesktopMouseReleaseHTTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DesktopOK
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDesktopMouseScrollHTTPResponse parses an HTTP response from a DesktopMouseScrollWithResponse call
+func ParseDesktopMouseScrollHTTPResponse(rsp *http.Response) (*DesktopMouseScrollHTTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DesktopMouseScrollHTTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DesktopOK
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDesktopOpenHTTPResponse parses an HTTP response from a DesktopOpenWithResponse call
+func ParseDesktopOpenHTTPResponse(rsp *http.Response) (*DesktopOpenHTTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DesktopOpenHTTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DesktopOK
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDesktopScreenHTTPResponse parses an HTTP response from a DesktopScreenWithResponse call
+func ParseDesktopScreenHTTPResponse(rsp *http.Response) (*DesktopScreenHTTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DesktopScreenHTTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DesktopScreen
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDesktopScreenshotHTTPResponse parses an HTTP response from a DesktopScreenshotWithResponse call
+func ParseDesktopScreenshotHTTPResponse(rsp *http.Response) (*DesktopScreenshotHTTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DesktopScreenshotHTTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DesktopScreenshot
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDesktopStartHTTPResponse parses an HTTP response from a DesktopStartWithResponse call
+func ParseDesktopStartHTTPResponse(rsp *http.Response) (*DesktopStartHTTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DesktopStartHTTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DesktopStartResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDesktopStatusHTTPResponse parses an HTTP response from a DesktopStatusWithResponse call
+func ParseDesktopStatusHTTPResponse(rsp *http.Response) (*DesktopStatusHTTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DesktopStatusHTTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DesktopStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDesktopStopHTTPResponse parses an HTTP response from a DesktopStopWithResponse call
+func ParseDesktopStopHTTPResponse(rsp *http.Response) (*DesktopStopHTTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DesktopStopHTTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DesktopOK
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDesktopStreamHTTPResponse parses an HTTP response from a DesktopStreamWithResponse call
+func ParseDesktopStreamHTTPResponse(rsp *http.Response) (*DesktopStreamHTTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DesktopStreamHTTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DesktopStream
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseExecCommandHTTPResponse parses an HTTP response from a ExecCommandWithResponse call
 func ParseExecCommandHTTPResponse(rsp *http.Response) (*ExecCommandHTTPResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -25212,6 +31485,63 @@ type ServerInterface interface {
 	// RemoveSkill Disable a skill on a box
 	// (DELETE /v2/box/{id}/config/skills/{owner}/{repo}/{skill})
 	RemoveSkill(w http.ResponseWriter, r *http.Request, id BoxID, owner string, repo string, skill string)
+	// DesktopActions Run a batch of computer-use actions
+	// (POST /v2/box/{id}/desktop/actions)
+	DesktopActions(w http.ResponseWriter, r *http.Request, id BoxID)
+	// DesktopAgentAct Ask a model for the next actions
+	// (POST /v2/box/{id}/desktop/agent/act)
+	DesktopAgentAct(w http.ResponseWriter, r *http.Request, id BoxID)
+	// DesktopAgentRun Let a model drive the desktop
+	// (POST /v2/box/{id}/desktop/agent/run)
+	DesktopAgentRun(w http.ResponseWriter, r *http.Request, id BoxID)
+	// DesktopKeyboardPress Press keys
+	// (POST /v2/box/{id}/desktop/keyboard/press)
+	DesktopKeyboardPress(w http.ResponseWriter, r *http.Request, id BoxID)
+	// DesktopKeyboardType Type text
+	// (POST /v2/box/{id}/desktop/keyboard/type)
+	DesktopKeyboardType(w http.ResponseWriter, r *http.Request, id BoxID)
+	// DesktopLaunch Launch a program
+	// (POST /v2/box/{id}/desktop/launch)
+	DesktopLaunch(w http.ResponseWriter, r *http.Request, id BoxID)
+	// DesktopMouseClick Click
+	// (POST /v2/box/{id}/desktop/mouse/click)
+	DesktopMouseClick(w http.ResponseWriter, r *http.Request, id BoxID)
+	// DesktopMouseDrag Drag
+	// (POST /v2/box/{id}/desktop/mouse/drag)
+	DesktopMouseDrag(w http.ResponseWriter, r *http.Request, id BoxID)
+	// DesktopMouseMove Move the mouse pointer
+	// (POST /v2/box/{id}/desktop/mouse/move)
+	DesktopMouseMove(w http.ResponseWriter, r *http.Request, id BoxID)
+	// DesktopMousePress Press a mouse button
+	// (POST /v2/box/{id}/desktop/mouse/press)
+	DesktopMousePress(w http.ResponseWriter, r *http.Request, id BoxID)
+	// DesktopMouseRelease Release a mouse button
+	// (POST /v2/box/{id}/desktop/mouse/release)
+	DesktopMouseRelease(w http.ResponseWriter, r *http.Request, id BoxID)
+	// DesktopMouseScroll Scroll
+	// (POST /v2/box/{id}/desktop/mouse/scroll)
+	DesktopMouseScroll(w http.ResponseWriter, r *http.Request, id BoxID)
+	// DesktopOpen Open a URL or a file
+	// (POST /v2/box/{id}/desktop/open)
+	DesktopOpen(w http.ResponseWriter, r *http.Request, id BoxID)
+	// DesktopScreen The screen's size and the pointer
+	// (GET /v2/box/{id}/desktop/screen)
+	DesktopScreen(w http.ResponseWriter, r *http.Request, id BoxID)
+	// DesktopScreenshot Take a screenshot of the desktop
+	// (GET /v2/box/{id}/desktop/screenshot)
+	DesktopScreenshot(w http.ResponseWriter, r *http.Request, id BoxID, params DesktopScreenshotParams)
+	// DesktopStart Start the box's desktop
+	// (POST /v2/box/{id}/desktop/start)
+	DesktopStart(w http.ResponseWriter, r *http.Request, id BoxID)
+	// DesktopStatus The desktop's state
+	// (GET /v2/box/{id}/desktop/status)
+	DesktopStatus(w http.ResponseWriter, r *http.Request, id BoxID)
+	// DesktopStop Stop the desktop
+	// (POST /v2/box/{id}/desktop/stop)
+	DesktopStop(w http.ResponseWriter, r *http.Request, id BoxID)
+	// DesktopStream Get a live view of the desktop
+	// (POST /v2/box/{id}/desktop/stream)
+	DesktopStream(w http.ResponseWriter, r *http.Request, id BoxID)
 	// ExecCommand Run a command and wait for it
 	// (POST /v2/box/{id}/exec)
 	ExecCommand(w http.ResponseWriter, r *http.Request, id BoxID)
@@ -26467,6 +32797,529 @@ func (siw *ServerInterfaceWrapper) RemoveSkill(w http.ResponseWriter, r *http.Re
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.RemoveSkill(w, r, id, owner, repo, skill)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DesktopActions operation middleware
+func (siw *ServerInterfaceWrapper) DesktopActions(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id BoxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DesktopActions(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DesktopAgentAct operation middleware
+func (siw *ServerInterfaceWrapper) DesktopAgentAct(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id BoxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DesktopAgentAct(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DesktopAgentRun operation middleware
+func (siw *ServerInterfaceWrapper) DesktopAgentRun(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id BoxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DesktopAgentRun(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DesktopKeyboardPress operation middleware
+func (siw *ServerInterfaceWrapper) DesktopKeyboardPress(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id BoxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DesktopKeyboardPress(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DesktopKeyboardType operation middleware
+func (siw *ServerInterfaceWrapper) DesktopKeyboardType(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id BoxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DesktopKeyboardType(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DesktopLaunch operation middleware
+func (siw *ServerInterfaceWrapper) DesktopLaunch(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id BoxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DesktopLaunch(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DesktopMouseClick operation middleware
+func (siw *ServerInterfaceWrapper) DesktopMouseClick(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id BoxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DesktopMouseClick(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DesktopMouseDrag operation middleware
+func (siw *ServerInterfaceWrapper) DesktopMouseDrag(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id BoxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DesktopMouseDrag(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DesktopMouseMove operation middleware
+func (siw *ServerInterfaceWrapper) DesktopMouseMove(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id BoxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DesktopMouseMove(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DesktopMousePress operation middleware
+func (siw *ServerInterfaceWrapper) DesktopMousePress(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id BoxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DesktopMousePress(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DesktopMouseRelease operation middleware
+func (siw *ServerInterfaceWrapper) DesktopMouseRelease(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id BoxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DesktopMouseRelease(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DesktopMouseScroll operation middleware
+func (siw *ServerInterfaceWrapper) DesktopMouseScroll(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id BoxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DesktopMouseScroll(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DesktopOpen operation middleware
+func (siw *ServerInterfaceWrapper) DesktopOpen(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id BoxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DesktopOpen(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DesktopScreen operation middleware
+func (siw *ServerInterfaceWrapper) DesktopScreen(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id BoxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DesktopScreen(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DesktopScreenshot operation middleware
+func (siw *ServerInterfaceWrapper) DesktopScreenshot(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id BoxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DesktopScreenshotParams
+
+	// ------------- Optional query parameter "encoding" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "encoding", r.URL.Query(), &params.Encoding, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "encoding"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "encoding", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DesktopScreenshot(w, r, id, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DesktopStart operation middleware
+func (siw *ServerInterfaceWrapper) DesktopStart(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id BoxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DesktopStart(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DesktopStatus operation middleware
+func (siw *ServerInterfaceWrapper) DesktopStatus(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id BoxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DesktopStatus(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DesktopStop operation middleware
+func (siw *ServerInterfaceWrapper) DesktopStop(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id BoxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DesktopStop(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DesktopStream operation middleware
+func (siw *ServerInterfaceWrapper) DesktopStream(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id BoxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DesktopStream(w, r, id)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -28206,6 +35059,25 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/box/{id}/browser/recordings/{recordingId}", wrapper.GetBrowserRecording)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/box/{id}/browser/recordings/{recordingId}/download", wrapper.DownloadBrowserRecording)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/box/{id}/browser/recordings/{recordingId}/playlist", wrapper.GetBrowserRecordingPlaylist)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/box/{id}/desktop/start", wrapper.DesktopStart)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/box/{id}/desktop/stream", wrapper.DesktopStream)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/box/{id}/desktop/stop", wrapper.DesktopStop)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/box/{id}/desktop/status", wrapper.DesktopStatus)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/box/{id}/desktop/screenshot", wrapper.DesktopScreenshot)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/box/{id}/desktop/screen", wrapper.DesktopScreen)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/box/{id}/desktop/mouse/move", wrapper.DesktopMouseMove)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/box/{id}/desktop/mouse/click", wrapper.DesktopMouseClick)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/box/{id}/desktop/mouse/drag", wrapper.DesktopMouseDrag)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/box/{id}/desktop/mouse/press", wrapper.DesktopMousePress)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/box/{id}/desktop/mouse/release", wrapper.DesktopMouseRelease)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/box/{id}/desktop/mouse/scroll", wrapper.DesktopMouseScroll)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/box/{id}/desktop/keyboard/type", wrapper.DesktopKeyboardType)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/box/{id}/desktop/keyboard/press", wrapper.DesktopKeyboardPress)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/box/{id}/desktop/open", wrapper.DesktopOpen)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/box/{id}/desktop/launch", wrapper.DesktopLaunch)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/box/{id}/desktop/actions", wrapper.DesktopActions)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/box/{id}/desktop/agent/act", wrapper.DesktopAgentAct)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/box/{id}/desktop/agent/run", wrapper.DesktopAgentRun)
 
 	return m
 }
@@ -31825,6 +38697,2036 @@ func (response RemoveSkill429JSONResponse) VisitRemoveSkillResponse(w http.Respo
 type RemoveSkill500JSONResponse struct{ InternalErrorJSONResponse }
 
 func (response RemoveSkill500JSONResponse) VisitRemoveSkillResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopActionsRequestObject struct {
+	ID   BoxID `json:"id"`
+	Body *DesktopActionsJSONRequestBody
+}
+
+type DesktopActionsResponseObject interface {
+	VisitDesktopActionsResponse(w http.ResponseWriter) error
+}
+
+type DesktopActions200JSONResponse DesktopActionsResponse
+
+func (response DesktopActions200JSONResponse) VisitDesktopActionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopActions400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response DesktopActions400JSONResponse) VisitDesktopActionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopActions401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response DesktopActions401JSONResponse) VisitDesktopActionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopActions404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response DesktopActions404JSONResponse) VisitDesktopActionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopActions409JSONResponse struct{ ConflictJSONResponse }
+
+func (response DesktopActions409JSONResponse) VisitDesktopActionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopActions429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response DesktopActions429JSONResponse) VisitDesktopActionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopActions500JSONResponse struct{ InternalErrorJSONResponse }
+
+func (response DesktopActions500JSONResponse) VisitDesktopActionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopAgentActRequestObject struct {
+	ID   BoxID `json:"id"`
+	Body *DesktopAgentActJSONRequestBody
+}
+
+type DesktopAgentActResponseObject interface {
+	VisitDesktopAgentActResponse(w http.ResponseWriter) error
+}
+
+type DesktopAgentAct200JSONResponse DesktopAgentActResponse
+
+func (response DesktopAgentAct200JSONResponse) VisitDesktopAgentActResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopAgentAct400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response DesktopAgentAct400JSONResponse) VisitDesktopAgentActResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopAgentAct401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response DesktopAgentAct401JSONResponse) VisitDesktopAgentActResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopAgentAct404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response DesktopAgentAct404JSONResponse) VisitDesktopAgentActResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopAgentAct409JSONResponse struct{ ConflictJSONResponse }
+
+func (response DesktopAgentAct409JSONResponse) VisitDesktopAgentActResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopAgentAct429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response DesktopAgentAct429JSONResponse) VisitDesktopAgentActResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopAgentAct500JSONResponse struct{ InternalErrorJSONResponse }
+
+func (response DesktopAgentAct500JSONResponse) VisitDesktopAgentActResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopAgentRunRequestObject struct {
+	ID   BoxID `json:"id"`
+	Body *DesktopAgentRunJSONRequestBody
+}
+
+type DesktopAgentRunResponseObject interface {
+	VisitDesktopAgentRunResponse(w http.ResponseWriter) error
+}
+
+type DesktopAgentRun200JSONResponse DesktopAgentRunResponse
+
+func (response DesktopAgentRun200JSONResponse) VisitDesktopAgentRunResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopAgentRun400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response DesktopAgentRun400JSONResponse) VisitDesktopAgentRunResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopAgentRun401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response DesktopAgentRun401JSONResponse) VisitDesktopAgentRunResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopAgentRun404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response DesktopAgentRun404JSONResponse) VisitDesktopAgentRunResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopAgentRun409JSONResponse struct{ ConflictJSONResponse }
+
+func (response DesktopAgentRun409JSONResponse) VisitDesktopAgentRunResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopAgentRun429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response DesktopAgentRun429JSONResponse) VisitDesktopAgentRunResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopAgentRun500JSONResponse struct{ InternalErrorJSONResponse }
+
+func (response DesktopAgentRun500JSONResponse) VisitDesktopAgentRunResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopKeyboardPressRequestObject struct {
+	ID   BoxID `json:"id"`
+	Body *DesktopKeyboardPressJSONRequestBody
+}
+
+type DesktopKeyboardPressResponseObject interface {
+	VisitDesktopKeyboardPressResponse(w http.ResponseWriter) error
+}
+
+type DesktopKeyboardPress200JSONResponse DesktopOK
+
+func (response DesktopKeyboardPress200JSONResponse) VisitDesktopKeyboardPressResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopKeyboardPress400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response DesktopKeyboardPress400JSONResponse) VisitDesktopKeyboardPressResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopKeyboardPress401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response DesktopKeyboardPress401JSONResponse) VisitDesktopKeyboardPressResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopKeyboardPress404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response DesktopKeyboardPress404JSONResponse) VisitDesktopKeyboardPressResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopKeyboardPress409JSONResponse struct{ ConflictJSONResponse }
+
+func (response DesktopKeyboardPress409JSONResponse) VisitDesktopKeyboardPressResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopKeyboardPress429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response DesktopKeyboardPress429JSONResponse) VisitDesktopKeyboardPressResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopKeyboardPress500JSONResponse struct{ InternalErrorJSONResponse }
+
+func (response DesktopKeyboardPress500JSONResponse) VisitDesktopKeyboardPressResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopKeyboardTypeRequestObject struct {
+	ID   BoxID `json:"id"`
+	Body *DesktopKeyboardTypeJSONRequestBody
+}
+
+type DesktopKeyboardTypeResponseObject interface {
+	VisitDesktopKeyboardTypeResponse(w http.ResponseWriter) error
+}
+
+type DesktopKeyboardType200JSONResponse DesktopOK
+
+func (response DesktopKeyboardType200JSONResponse) VisitDesktopKeyboardTypeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopKeyboardType400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response DesktopKeyboardType400JSONResponse) VisitDesktopKeyboardTypeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopKeyboardType401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response DesktopKeyboardType401JSONResponse) VisitDesktopKeyboardTypeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopKeyboardType404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response DesktopKeyboardType404JSONResponse) VisitDesktopKeyboardTypeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopKeyboardType409JSONResponse struct{ ConflictJSONResponse }
+
+func (response DesktopKeyboardType409JSONResponse) VisitDesktopKeyboardTypeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopKeyboardType429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response DesktopKeyboardType429JSONResponse) VisitDesktopKeyboardTypeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopKeyboardType500JSONResponse struct{ InternalErrorJSONResponse }
+
+func (response DesktopKeyboardType500JSONResponse) VisitDesktopKeyboardTypeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopLaunchRequestObject struct {
+	ID   BoxID `json:"id"`
+	Body *DesktopLaunchJSONRequestBody
+}
+
+type DesktopLaunchResponseObject interface {
+	VisitDesktopLaunchResponse(w http.ResponseWriter) error
+}
+
+type DesktopLaunch200JSONResponse DesktopOK
+
+func (response DesktopLaunch200JSONResponse) VisitDesktopLaunchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopLaunch400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response DesktopLaunch400JSONResponse) VisitDesktopLaunchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopLaunch401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response DesktopLaunch401JSONResponse) VisitDesktopLaunchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopLaunch404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response DesktopLaunch404JSONResponse) VisitDesktopLaunchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopLaunch409JSONResponse struct{ ConflictJSONResponse }
+
+func (response DesktopLaunch409JSONResponse) VisitDesktopLaunchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopLaunch429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response DesktopLaunch429JSONResponse) VisitDesktopLaunchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopLaunch500JSONResponse struct{ InternalErrorJSONResponse }
+
+func (response DesktopLaunch500JSONResponse) VisitDesktopLaunchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseClickRequestObject struct {
+	ID   BoxID `json:"id"`
+	Body *DesktopMouseClickJSONRequestBody
+}
+
+type DesktopMouseClickResponseObject interface {
+	VisitDesktopMouseClickResponse(w http.ResponseWriter) error
+}
+
+type DesktopMouseClick200JSONResponse DesktopOK
+
+func (response DesktopMouseClick200JSONResponse) VisitDesktopMouseClickResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseClick400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response DesktopMouseClick400JSONResponse) VisitDesktopMouseClickResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseClick401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response DesktopMouseClick401JSONResponse) VisitDesktopMouseClickResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseClick404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response DesktopMouseClick404JSONResponse) VisitDesktopMouseClickResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseClick409JSONResponse struct{ ConflictJSONResponse }
+
+func (response DesktopMouseClick409JSONResponse) VisitDesktopMouseClickResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseClick429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response DesktopMouseClick429JSONResponse) VisitDesktopMouseClickResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseClick500JSONResponse struct{ InternalErrorJSONResponse }
+
+func (response DesktopMouseClick500JSONResponse) VisitDesktopMouseClickResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseDragRequestObject struct {
+	ID   BoxID `json:"id"`
+	Body *DesktopMouseDragJSONRequestBody
+}
+
+type DesktopMouseDragResponseObject interface {
+	VisitDesktopMouseDragResponse(w http.ResponseWriter) error
+}
+
+type DesktopMouseDrag200JSONResponse DesktopOK
+
+func (response DesktopMouseDrag200JSONResponse) VisitDesktopMouseDragResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseDrag400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response DesktopMouseDrag400JSONResponse) VisitDesktopMouseDragResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseDrag401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response DesktopMouseDrag401JSONResponse) VisitDesktopMouseDragResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseDrag404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response DesktopMouseDrag404JSONResponse) VisitDesktopMouseDragResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseDrag409JSONResponse struct{ ConflictJSONResponse }
+
+func (response DesktopMouseDrag409JSONResponse) VisitDesktopMouseDragResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseDrag429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response DesktopMouseDrag429JSONResponse) VisitDesktopMouseDragResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseDrag500JSONResponse struct{ InternalErrorJSONResponse }
+
+func (response DesktopMouseDrag500JSONResponse) VisitDesktopMouseDragResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseMoveRequestObject struct {
+	ID   BoxID `json:"id"`
+	Body *DesktopMouseMoveJSONRequestBody
+}
+
+type DesktopMouseMoveResponseObject interface {
+	VisitDesktopMouseMoveResponse(w http.ResponseWriter) error
+}
+
+type DesktopMouseMove200JSONResponse DesktopOK
+
+func (response DesktopMouseMove200JSONResponse) VisitDesktopMouseMoveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseMove400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response DesktopMouseMove400JSONResponse) VisitDesktopMouseMoveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseMove401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response DesktopMouseMove401JSONResponse) VisitDesktopMouseMoveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseMove404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response DesktopMouseMove404JSONResponse) VisitDesktopMouseMoveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseMove409JSONResponse struct{ ConflictJSONResponse }
+
+func (response DesktopMouseMove409JSONResponse) VisitDesktopMouseMoveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseMove429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response DesktopMouseMove429JSONResponse) VisitDesktopMouseMoveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseMove500JSONResponse struct{ InternalErrorJSONResponse }
+
+func (response DesktopMouseMove500JSONResponse) VisitDesktopMouseMoveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMousePressRequestObject struct {
+	ID   BoxID `json:"id"`
+	Body *DesktopMousePressJSONRequestBody
+}
+
+type DesktopMousePressResponseObject interface {
+	VisitDesktopMousePressResponse(w http.ResponseWriter) error
+}
+
+type DesktopMousePress200JSONResponse DesktopOK
+
+func (response DesktopMousePress200JSONResponse) VisitDesktopMousePressResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMousePress400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response DesktopMousePress400JSONResponse) VisitDesktopMousePressResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMousePress401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response DesktopMousePress401JSONResponse) VisitDesktopMousePressResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMousePress404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response DesktopMousePress404JSONResponse) VisitDesktopMousePressResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMousePress409JSONResponse struct{ ConflictJSONResponse }
+
+func (response DesktopMousePress409JSONResponse) VisitDesktopMousePressResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMousePress429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response DesktopMousePress429JSONResponse) VisitDesktopMousePressResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMousePress500JSONResponse struct{ InternalErrorJSONResponse }
+
+func (response DesktopMousePress500JSONResponse) VisitDesktopMousePressResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseReleaseRequestObject struct {
+	ID   BoxID `json:"id"`
+	Body *DesktopMouseReleaseJSONRequestBody
+}
+
+type DesktopMouseReleaseResponseObject interface {
+	VisitDesktopMouseReleaseResponse(w http.ResponseWriter) error
+}
+
+type DesktopMouseRelease200JSONResponse DesktopOK
+
+func (response DesktopMouseRelease200JSONResponse) VisitDesktopMouseReleaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseRelease400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response DesktopMouseRelease400JSONResponse) VisitDesktopMouseReleaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseRelease401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response DesktopMouseRelease401JSONResponse) VisitDesktopMouseReleaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseRelease404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response DesktopMouseRelease404JSONResponse) VisitDesktopMouseReleaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseRelease409JSONResponse struct{ ConflictJSONResponse }
+
+func (response DesktopMouseRelease409JSONResponse) VisitDesktopMouseReleaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseRelease429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response DesktopMouseRelease429JSONResponse) VisitDesktopMouseReleaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseRelease500JSONResponse struct{ InternalErrorJSONResponse }
+
+func (response DesktopMouseRelease500JSONResponse) VisitDesktopMouseReleaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseScrollRequestObject struct {
+	ID   BoxID `json:"id"`
+	Body *DesktopMouseScrollJSONRequestBody
+}
+
+type DesktopMouseScrollResponseObject interface {
+	VisitDesktopMouseScrollResponse(w http.ResponseWriter) error
+}
+
+type DesktopMouseScroll200JSONResponse DesktopOK
+
+func (response DesktopMouseScroll200JSONResponse) VisitDesktopMouseScrollResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseScroll400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response DesktopMouseScroll400JSONResponse) VisitDesktopMouseScrollResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseScroll401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response DesktopMouseScroll401JSONResponse) VisitDesktopMouseScrollResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseScroll404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response DesktopMouseScroll404JSONResponse) VisitDesktopMouseScrollResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseScroll409JSONResponse struct{ ConflictJSONResponse }
+
+func (response DesktopMouseScroll409JSONResponse) VisitDesktopMouseScrollResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseScroll429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response DesktopMouseScroll429JSONResponse) VisitDesktopMouseScrollResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopMouseScroll500JSONResponse struct{ InternalErrorJSONResponse }
+
+func (response DesktopMouseScroll500JSONResponse) VisitDesktopMouseScrollResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopOpenRequestObject struct {
+	ID   BoxID `json:"id"`
+	Body *DesktopOpenJSONRequestBody
+}
+
+type DesktopOpenResponseObject interface {
+	VisitDesktopOpenResponse(w http.ResponseWriter) error
+}
+
+type DesktopOpen200JSONResponse DesktopOK
+
+func (response DesktopOpen200JSONResponse) VisitDesktopOpenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopOpen400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response DesktopOpen400JSONResponse) VisitDesktopOpenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopOpen401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response DesktopOpen401JSONResponse) VisitDesktopOpenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopOpen404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response DesktopOpen404JSONResponse) VisitDesktopOpenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopOpen409JSONResponse struct{ ConflictJSONResponse }
+
+func (response DesktopOpen409JSONResponse) VisitDesktopOpenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopOpen429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response DesktopOpen429JSONResponse) VisitDesktopOpenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopOpen500JSONResponse struct{ InternalErrorJSONResponse }
+
+func (response DesktopOpen500JSONResponse) VisitDesktopOpenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopScreenRequestObject struct {
+	ID BoxID `json:"id"`
+}
+
+type DesktopScreenResponseObject interface {
+	VisitDesktopScreenResponse(w http.ResponseWriter) error
+}
+
+type DesktopScreen200JSONResponse DesktopScreen
+
+func (response DesktopScreen200JSONResponse) VisitDesktopScreenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopScreen400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response DesktopScreen400JSONResponse) VisitDesktopScreenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopScreen401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response DesktopScreen401JSONResponse) VisitDesktopScreenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopScreen404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response DesktopScreen404JSONResponse) VisitDesktopScreenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopScreen409JSONResponse struct{ ConflictJSONResponse }
+
+func (response DesktopScreen409JSONResponse) VisitDesktopScreenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopScreen429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response DesktopScreen429JSONResponse) VisitDesktopScreenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopScreen500JSONResponse struct{ InternalErrorJSONResponse }
+
+func (response DesktopScreen500JSONResponse) VisitDesktopScreenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopScreenshotRequestObject struct {
+	ID     BoxID `json:"id"`
+	Params DesktopScreenshotParams
+}
+
+type DesktopScreenshotResponseObject interface {
+	VisitDesktopScreenshotResponse(w http.ResponseWriter) error
+}
+
+type DesktopScreenshot200JSONResponse DesktopScreenshot
+
+func (response DesktopScreenshot200JSONResponse) VisitDesktopScreenshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopScreenshot400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response DesktopScreenshot400JSONResponse) VisitDesktopScreenshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopScreenshot401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response DesktopScreenshot401JSONResponse) VisitDesktopScreenshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopScreenshot404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response DesktopScreenshot404JSONResponse) VisitDesktopScreenshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopScreenshot409JSONResponse struct{ ConflictJSONResponse }
+
+func (response DesktopScreenshot409JSONResponse) VisitDesktopScreenshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopScreenshot429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response DesktopScreenshot429JSONResponse) VisitDesktopScreenshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopScreenshot500JSONResponse struct{ InternalErrorJSONResponse }
+
+func (response DesktopScreenshot500JSONResponse) VisitDesktopScreenshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStartRequestObject struct {
+	ID   BoxID `json:"id"`
+	Body *DesktopStartJSONRequestBody
+}
+
+type DesktopStartResponseObject interface {
+	VisitDesktopStartResponse(w http.ResponseWriter) error
+}
+
+type DesktopStart200JSONResponse DesktopStartResponse
+
+func (response DesktopStart200JSONResponse) VisitDesktopStartResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStart400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response DesktopStart400JSONResponse) VisitDesktopStartResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStart401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response DesktopStart401JSONResponse) VisitDesktopStartResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStart404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response DesktopStart404JSONResponse) VisitDesktopStartResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStart409JSONResponse struct{ ConflictJSONResponse }
+
+func (response DesktopStart409JSONResponse) VisitDesktopStartResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStart429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response DesktopStart429JSONResponse) VisitDesktopStartResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStart500JSONResponse struct{ InternalErrorJSONResponse }
+
+func (response DesktopStart500JSONResponse) VisitDesktopStartResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStatusRequestObject struct {
+	ID BoxID `json:"id"`
+}
+
+type DesktopStatusResponseObject interface {
+	VisitDesktopStatusResponse(w http.ResponseWriter) error
+}
+
+type DesktopStatus200JSONResponse DesktopStatus
+
+func (response DesktopStatus200JSONResponse) VisitDesktopStatusResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStatus400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response DesktopStatus400JSONResponse) VisitDesktopStatusResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStatus401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response DesktopStatus401JSONResponse) VisitDesktopStatusResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStatus404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response DesktopStatus404JSONResponse) VisitDesktopStatusResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStatus409JSONResponse struct{ ConflictJSONResponse }
+
+func (response DesktopStatus409JSONResponse) VisitDesktopStatusResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStatus429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response DesktopStatus429JSONResponse) VisitDesktopStatusResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStatus500JSONResponse struct{ InternalErrorJSONResponse }
+
+func (response DesktopStatus500JSONResponse) VisitDesktopStatusResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStopRequestObject struct {
+	ID BoxID `json:"id"`
+}
+
+type DesktopStopResponseObject interface {
+	VisitDesktopStopResponse(w http.ResponseWriter) error
+}
+
+type DesktopStop200JSONResponse DesktopOK
+
+func (response DesktopStop200JSONResponse) VisitDesktopStopResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStop400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response DesktopStop400JSONResponse) VisitDesktopStopResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStop401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response DesktopStop401JSONResponse) VisitDesktopStopResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStop404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response DesktopStop404JSONResponse) VisitDesktopStopResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStop409JSONResponse struct{ ConflictJSONResponse }
+
+func (response DesktopStop409JSONResponse) VisitDesktopStopResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStop429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response DesktopStop429JSONResponse) VisitDesktopStopResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStop500JSONResponse struct{ InternalErrorJSONResponse }
+
+func (response DesktopStop500JSONResponse) VisitDesktopStopResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStreamRequestObject struct {
+	ID   BoxID `json:"id"`
+	Body *DesktopStreamJSONRequestBody
+}
+
+type DesktopStreamResponseObject interface {
+	VisitDesktopStreamResponse(w http.ResponseWriter) error
+}
+
+type DesktopStream200JSONResponse DesktopStream
+
+func (response DesktopStream200JSONResponse) VisitDesktopStreamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStream400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response DesktopStream400JSONResponse) VisitDesktopStreamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStream401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response DesktopStream401JSONResponse) VisitDesktopStreamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStream404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response DesktopStream404JSONResponse) VisitDesktopStreamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStream409JSONResponse struct{ ConflictJSONResponse }
+
+func (response DesktopStream409JSONResponse) VisitDesktopStreamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStream429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response DesktopStream429JSONResponse) VisitDesktopStreamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DesktopStream500JSONResponse struct{ InternalErrorJSONResponse }
+
+func (response DesktopStream500JSONResponse) VisitDesktopStreamResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -36663,6 +45565,63 @@ type StrictServerInterface interface {
 	// RemoveSkill Disable a skill on a box
 	// (DELETE /v2/box/{id}/config/skills/{owner}/{repo}/{skill})
 	RemoveSkill(ctx context.Context, request RemoveSkillRequestObject) (RemoveSkillResponseObject, error)
+	// DesktopActions Run a batch of computer-use actions
+	// (POST /v2/box/{id}/desktop/actions)
+	DesktopActions(ctx context.Context, request DesktopActionsRequestObject) (DesktopActionsResponseObject, error)
+	// DesktopAgentAct Ask a model for the next actions
+	// (POST /v2/box/{id}/desktop/agent/act)
+	DesktopAgentAct(ctx context.Context, request DesktopAgentActRequestObject) (DesktopAgentActResponseObject, error)
+	// DesktopAgentRun Let a model drive the desktop
+	// (POST /v2/box/{id}/desktop/agent/run)
+	DesktopAgentRun(ctx context.Context, request DesktopAgentRunRequestObject) (DesktopAgentRunResponseObject, error)
+	// DesktopKeyboardPress Press keys
+	// (POST /v2/box/{id}/desktop/keyboard/press)
+	DesktopKeyboardPress(ctx context.Context, request DesktopKeyboardPressRequestObject) (DesktopKeyboardPressResponseObject, error)
+	// DesktopKeyboardType Type text
+	// (POST /v2/box/{id}/desktop/keyboard/type)
+	DesktopKeyboardType(ctx context.Context, request DesktopKeyboardTypeRequestObject) (DesktopKeyboardTypeResponseObject, error)
+	// DesktopLaunch Launch a program
+	// (POST /v2/box/{id}/desktop/launch)
+	DesktopLaunch(ctx context.Context, request DesktopLaunchRequestObject) (DesktopLaunchResponseObject, error)
+	// DesktopMouseClick Click
+	// (POST /v2/box/{id}/desktop/mouse/click)
+	DesktopMouseClick(ctx context.Context, request DesktopMouseClickRequestObject) (DesktopMouseClickResponseObject, error)
+	// DesktopMouseDrag Drag
+	// (POST /v2/box/{id}/desktop/mouse/drag)
+	DesktopMouseDrag(ctx context.Context, request DesktopMouseDragRequestObject) (DesktopMouseDragResponseObject, error)
+	// DesktopMouseMove Move the mouse pointer
+	// (POST /v2/box/{id}/desktop/mouse/move)
+	DesktopMouseMove(ctx context.Context, request DesktopMouseMoveRequestObject) (DesktopMouseMoveResponseObject, error)
+	// DesktopMousePress Press a mouse button
+	// (POST /v2/box/{id}/desktop/mouse/press)
+	DesktopMousePress(ctx context.Context, request DesktopMousePressRequestObject) (DesktopMousePressResponseObject, error)
+	// DesktopMouseRelease Release a mouse button
+	// (POST /v2/box/{id}/desktop/mouse/release)
+	DesktopMouseRelease(ctx context.Context, request DesktopMouseReleaseRequestObject) (DesktopMouseReleaseResponseObject, error)
+	// DesktopMouseScroll Scroll
+	// (POST /v2/box/{id}/desktop/mouse/scroll)
+	DesktopMouseScroll(ctx context.Context, request DesktopMouseScrollRequestObject) (DesktopMouseScrollResponseObject, error)
+	// DesktopOpen Open a URL or a file
+	// (POST /v2/box/{id}/desktop/open)
+	DesktopOpen(ctx context.Context, request DesktopOpenRequestObject) (DesktopOpenResponseObject, error)
+	// DesktopScreen The screen's size and the pointer
+	// (GET /v2/box/{id}/desktop/screen)
+	DesktopScreen(ctx context.Context, request DesktopScreenRequestObject) (DesktopScreenResponseObject, error)
+	// DesktopScreenshot Take a screenshot of the desktop
+	// (GET /v2/box/{id}/desktop/screenshot)
+	DesktopScreenshot(ctx context.Context, request DesktopScreenshotRequestObject) (DesktopScreenshotResponseObject, error)
+	// DesktopStart Start the box's desktop
+	// (POST /v2/box/{id}/desktop/start)
+	DesktopStart(ctx context.Context, request DesktopStartRequestObject) (DesktopStartResponseObject, error)
+	// DesktopStatus The desktop's state
+	// (GET /v2/box/{id}/desktop/status)
+	DesktopStatus(ctx context.Context, request DesktopStatusRequestObject) (DesktopStatusResponseObject, error)
+	// DesktopStop Stop the desktop
+	// (POST /v2/box/{id}/desktop/stop)
+	DesktopStop(ctx context.Context, request DesktopStopRequestObject) (DesktopStopResponseObject, error)
+	// DesktopStream Get a live view of the desktop
+	// (POST /v2/box/{id}/desktop/stream)
+	DesktopStream(ctx context.Context, request DesktopStreamRequestObject) (DesktopStreamResponseObject, error)
 	// ExecCommand Run a command and wait for it
 	// (POST /v2/box/{id}/exec)
 	ExecCommand(ctx context.Context, request ExecCommandRequestObject) (ExecCommandResponseObject, error)
@@ -37994,6 +46953,606 @@ func (sh *strictHandler) RemoveSkill(w http.ResponseWriter, r *http.Request, id 
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(RemoveSkillResponseObject); ok {
 		if err := validResponse.VisitRemoveSkillResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DesktopActions operation middleware
+func (sh *strictHandler) DesktopActions(w http.ResponseWriter, r *http.Request, id BoxID) {
+	var request DesktopActionsRequestObject
+
+	request.ID = id
+
+	var body DesktopActionsJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DesktopActions(ctx, request.(DesktopActionsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DesktopActions")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DesktopActionsResponseObject); ok {
+		if err := validResponse.VisitDesktopActionsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DesktopAgentAct operation middleware
+func (sh *strictHandler) DesktopAgentAct(w http.ResponseWriter, r *http.Request, id BoxID) {
+	var request DesktopAgentActRequestObject
+
+	request.ID = id
+
+	var body DesktopAgentActJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DesktopAgentAct(ctx, request.(DesktopAgentActRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DesktopAgentAct")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DesktopAgentActResponseObject); ok {
+		if err := validResponse.VisitDesktopAgentActResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DesktopAgentRun operation middleware
+func (sh *strictHandler) DesktopAgentRun(w http.ResponseWriter, r *http.Request, id BoxID) {
+	var request DesktopAgentRunRequestObject
+
+	request.ID = id
+
+	var body DesktopAgentRunJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DesktopAgentRun(ctx, request.(DesktopAgentRunRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DesktopAgentRun")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DesktopAgentRunResponseObject); ok {
+		if err := validResponse.VisitDesktopAgentRunResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DesktopKeyboardPress operation middleware
+func (sh *strictHandler) DesktopKeyboardPress(w http.ResponseWriter, r *http.Request, id BoxID) {
+	var request DesktopKeyboardPressRequestObject
+
+	request.ID = id
+
+	var body DesktopKeyboardPressJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DesktopKeyboardPress(ctx, request.(DesktopKeyboardPressRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DesktopKeyboardPress")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DesktopKeyboardPressResponseObject); ok {
+		if err := validResponse.VisitDesktopKeyboardPressResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DesktopKeyboardType operation middleware
+func (sh *strictHandler) DesktopKeyboardType(w http.ResponseWriter, r *http.Request, id BoxID) {
+	var request DesktopKeyboardTypeRequestObject
+
+	request.ID = id
+
+	var body DesktopKeyboardTypeJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DesktopKeyboardType(ctx, request.(DesktopKeyboardTypeRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DesktopKeyboardType")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DesktopKeyboardTypeResponseObject); ok {
+		if err := validResponse.VisitDesktopKeyboardTypeResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DesktopLaunch operation middleware
+func (sh *strictHandler) DesktopLaunch(w http.ResponseWriter, r *http.Request, id BoxID) {
+	var request DesktopLaunchRequestObject
+
+	request.ID = id
+
+	var body DesktopLaunchJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DesktopLaunch(ctx, request.(DesktopLaunchRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DesktopLaunch")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DesktopLaunchResponseObject); ok {
+		if err := validResponse.VisitDesktopLaunchResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DesktopMouseClick operation middleware
+func (sh *strictHandler) DesktopMouseClick(w http.ResponseWriter, r *http.Request, id BoxID) {
+	var request DesktopMouseClickRequestObject
+
+	request.ID = id
+
+	var body DesktopMouseClickJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DesktopMouseClick(ctx, request.(DesktopMouseClickRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DesktopMouseClick")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DesktopMouseClickResponseObject); ok {
+		if err := validResponse.VisitDesktopMouseClickResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DesktopMouseDrag operation middleware
+func (sh *strictHandler) DesktopMouseDrag(w http.ResponseWriter, r *http.Request, id BoxID) {
+	var request DesktopMouseDragRequestObject
+
+	request.ID = id
+
+	var body DesktopMouseDragJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DesktopMouseDrag(ctx, request.(DesktopMouseDragRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DesktopMouseDrag")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DesktopMouseDragResponseObject); ok {
+		if err := validResponse.VisitDesktopMouseDragResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DesktopMouseMove operation middleware
+func (sh *strictHandler) DesktopMouseMove(w http.ResponseWriter, r *http.Request, id BoxID) {
+	var request DesktopMouseMoveRequestObject
+
+	request.ID = id
+
+	var body DesktopMouseMoveJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DesktopMouseMove(ctx, request.(DesktopMouseMoveRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DesktopMouseMove")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DesktopMouseMoveResponseObject); ok {
+		if err := validResponse.VisitDesktopMouseMoveResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DesktopMousePress operation middleware
+func (sh *strictHandler) DesktopMousePress(w http.ResponseWriter, r *http.Request, id BoxID) {
+	var request DesktopMousePressRequestObject
+
+	request.ID = id
+
+	var body DesktopMousePressJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DesktopMousePress(ctx, request.(DesktopMousePressRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DesktopMousePress")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DesktopMousePressResponseObject); ok {
+		if err := validResponse.VisitDesktopMousePressResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DesktopMouseRelease operation middleware
+func (sh *strictHandler) DesktopMouseRelease(w http.ResponseWriter, r *http.Request, id BoxID) {
+	var request DesktopMouseReleaseRequestObject
+
+	request.ID = id
+
+	var body DesktopMouseReleaseJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DesktopMouseRelease(ctx, request.(DesktopMouseReleaseRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DesktopMouseRelease")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DesktopMouseReleaseResponseObject); ok {
+		if err := validResponse.VisitDesktopMouseReleaseResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DesktopMouseScroll operation middleware
+func (sh *strictHandler) DesktopMouseScroll(w http.ResponseWriter, r *http.Request, id BoxID) {
+	var request DesktopMouseScrollRequestObject
+
+	request.ID = id
+
+	var body DesktopMouseScrollJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DesktopMouseScroll(ctx, request.(DesktopMouseScrollRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DesktopMouseScroll")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DesktopMouseScrollResponseObject); ok {
+		if err := validResponse.VisitDesktopMouseScrollResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DesktopOpen operation middleware
+func (sh *strictHandler) DesktopOpen(w http.ResponseWriter, r *http.Request, id BoxID) {
+	var request DesktopOpenRequestObject
+
+	request.ID = id
+
+	var body DesktopOpenJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DesktopOpen(ctx, request.(DesktopOpenRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DesktopOpen")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DesktopOpenResponseObject); ok {
+		if err := validResponse.VisitDesktopOpenResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DesktopScreen operation middleware
+func (sh *strictHandler) DesktopScreen(w http.ResponseWriter, r *http.Request, id BoxID) {
+	var request DesktopScreenRequestObject
+
+	request.ID = id
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DesktopScreen(ctx, request.(DesktopScreenRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DesktopScreen")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DesktopScreenResponseObject); ok {
+		if err := validResponse.VisitDesktopScreenResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DesktopScreenshot operation middleware
+func (sh *strictHandler) DesktopScreenshot(w http.ResponseWriter, r *http.Request, id BoxID, params DesktopScreenshotParams) {
+	var request DesktopScreenshotRequestObject
+
+	request.ID = id
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DesktopScreenshot(ctx, request.(DesktopScreenshotRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DesktopScreenshot")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DesktopScreenshotResponseObject); ok {
+		if err := validResponse.VisitDesktopScreenshotResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DesktopStart operation middleware
+func (sh *strictHandler) DesktopStart(w http.ResponseWriter, r *http.Request, id BoxID) {
+	var request DesktopStartRequestObject
+
+	request.ID = id
+
+	var body DesktopStartJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DesktopStart(ctx, request.(DesktopStartRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DesktopStart")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DesktopStartResponseObject); ok {
+		if err := validResponse.VisitDesktopStartResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DesktopStatus operation middleware
+func (sh *strictHandler) DesktopStatus(w http.ResponseWriter, r *http.Request, id BoxID) {
+	var request DesktopStatusRequestObject
+
+	request.ID = id
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DesktopStatus(ctx, request.(DesktopStatusRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DesktopStatus")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DesktopStatusResponseObject); ok {
+		if err := validResponse.VisitDesktopStatusResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DesktopStop operation middleware
+func (sh *strictHandler) DesktopStop(w http.ResponseWriter, r *http.Request, id BoxID) {
+	var request DesktopStopRequestObject
+
+	request.ID = id
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DesktopStop(ctx, request.(DesktopStopRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DesktopStop")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DesktopStopResponseObject); ok {
+		if err := validResponse.VisitDesktopStopResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DesktopStream operation middleware
+func (sh *strictHandler) DesktopStream(w http.ResponseWriter, r *http.Request, id BoxID) {
+	var request DesktopStreamRequestObject
+
+	request.ID = id
+
+	var body DesktopStreamJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DesktopStream(ctx, request.(DesktopStreamRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DesktopStream")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DesktopStreamResponseObject); ok {
+		if err := validResponse.VisitDesktopStreamResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {

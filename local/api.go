@@ -14,6 +14,7 @@ import (
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/feature/agentrun"
 	"github.com/upstash/box-go/local/internal/feature/browsers"
+	"github.com/upstash/box-go/local/internal/feature/desktop"
 	"github.com/upstash/box-go/local/internal/feature/git"
 	"github.com/upstash/box-go/local/internal/feature/previews"
 	"github.com/upstash/box-go/local/internal/feature/schedules"
@@ -33,6 +34,10 @@ const (
 	// kind, for that box, in the URL's query, and no API key.
 	byCDPToken
 	byLiveToken
+	// byDesktopGrant routes are a desktop's viewer: the grant in the path
+	// (and its user name and password, for basic auth) lets a request
+	// through, checked by the desktop feature.
+	byDesktopGrant
 )
 
 // route is one entry of boxd's route table.
@@ -52,6 +57,7 @@ func (s *Server) routeTable() []route {
 		{"GET /v2/box/{id}/browser/live", byLiveToken, bs.ServeLive},
 		{"GET /v2/box/{id}/browser/live/ws", byLiveToken, bs.ServeLiveWS},
 		{"GET /v2/box/{id}/browser/recordings/{rid}/segments/{name}", byAPIKey, bs.ServeSegment},
+		{"GET /v2/box/{id}/desktop/view/{grant}/{rest...}", byDesktopGrant, s.desktops.ServeView},
 	}
 	// The data plane goes to the box's agent as it is.
 	for _, p := range dataPlane {
@@ -77,6 +83,8 @@ func (s *Server) guard(a access, next http.HandlerFunc) http.Handler {
 		return s.browsers.TokenGuard("cdp", "the CDP URL's token is invalid or has expired; get a new URL", next)
 	case byLiveToken:
 		return s.browsers.TokenGuard("live", "the live view URL's token is invalid or has expired; get a new URL", next)
+	case byDesktopGrant:
+		return next
 	}
 	return s.authenticate(next)
 }
@@ -88,7 +96,7 @@ func (s *Server) controlPlaneHandler() http.Handler {
 	base.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, http.StatusNotFound, "not found")
 	})
-	strict := gen.NewStrictHandlerWithOptions(&controlPlane{Boxes: s.boxes, Runs: s.runs, Schedules: s.schedules, Snapshots: s.snapshots, Git: s.git, Browsers: s.browsers, Previews: s.previews, SSH: s.ssh, s: s}, nil, gen.StrictHTTPServerOptions{
+	strict := gen.NewStrictHandlerWithOptions(&controlPlane{Boxes: s.boxes, Runs: s.runs, Schedules: s.schedules, Snapshots: s.snapshots, Git: s.git, Browsers: s.browsers, Previews: s.previews, SSH: s.ssh, Desktops: s.desktops, s: s}, nil, gen.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.As(err, new(*http.MaxBytesError)) {
 				api.WriteError(w, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(s.cfg.MaxBodyBytes, 10)+" bytes")
@@ -141,6 +149,7 @@ type controlPlane struct {
 	*browsers.Browsers
 	*previews.Previews
 	*ssh.SSH
+	*desktop.Desktops
 	s *Server
 }
 

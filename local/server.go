@@ -37,8 +37,10 @@ import (
 	"github.com/upstash/box-go/local/internal/boxes"
 	"github.com/upstash/box-go/local/internal/cgroup"
 	"github.com/upstash/box-go/local/internal/core"
+	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/feature/agentrun"
 	"github.com/upstash/box-go/local/internal/feature/browsers"
+	"github.com/upstash/box-go/local/internal/feature/desktop"
 	"github.com/upstash/box-go/local/internal/feature/git"
 	"github.com/upstash/box-go/local/internal/feature/previews"
 	"github.com/upstash/box-go/local/internal/feature/schedules"
@@ -238,6 +240,7 @@ type Server struct {
 	previews    *previews.Previews
 	git         *git.Git
 	browsers    *browsers.Browsers
+	desktops    *desktop.Desktops
 	agentBinary string
 	// webhooks delivers run webhooks.
 	webhooks *webhook.Sender
@@ -398,7 +401,17 @@ func New(cfg Config) (*Server, error) {
 	s.schedules = schedules.New(schedules.Config{Host: s.core, Runs: s.runs, Webhooks: s.webhooks})
 	s.schedules.Start()
 	s.onClose(s.schedules.Close)
-	s.boxes = boxes.New(boxes.Config{Core: s.core, Images: s.images, PolicyChanged: s.net.policyChanged})
+	chromium, chromiumErr := s.browsers.Chromium()
+	s.desktops = desktop.New(desktop.Config{Host: s.core, ChromiumPath: chromium, ProviderURLs: cfg.ModelProviderURLs})
+	s.onClose(s.desktops.Close)
+	s.core.OnBoxDeleted(s.desktops.ForgetBox)
+	desktops := func() error {
+		if s.cfg.Isolation != sandbox.ModeBwrap {
+			return errdefs.NotImplemented("desktops need boxd's bubblewrap isolation: each box's display is its own only in a sandbox")
+		}
+		return desktop.Available(chromiumErr)
+	}
+	s.boxes = boxes.New(boxes.Config{Core: s.core, Images: s.images, PolicyChanged: s.net.policyChanged, Desktops: desktops})
 	s.snapshots = snapshots.New(snapshots.Config{
 		Host:           s.core,
 		Dir:            filepath.Join(cfg.DataDir, "snapshots"),

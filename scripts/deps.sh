@@ -9,7 +9,8 @@
 # encodes their recordings), for openssh-client, whose ssh, scp and
 # sftp the tests of boxd's SSH server drive, and for busybox-static and
 # mmdebstrap, from which the tests of runtime images build their images,
-# and, from npm, the agent CLIs whose harnesses the tests drive against a
+# for the programs of desktop boxes (xvfb, openbox, x11vnc, xdotool and
+# imagemagick's import), and, from npm, the agent CLIs whose harnesses the tests drive against a
 # scripted model server: Claude Code, Codex and OpenCode, at the versions
 # below, and the Chrome DevTools MCP server that boxd gives the agent of a
 # browser box (boxes see the host's /usr, so the one installed here is
@@ -30,6 +31,11 @@ if [ "${1:-}" = "--tests" ]; then
 	command -v sftp >/dev/null 2>&1 || need+=(openssh-client)
 	[ -x /bin/busybox ] || need+=(busybox-static)
 	command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
+	command -v Xvfb >/dev/null 2>&1 || need+=(xvfb)
+	command -v openbox >/dev/null 2>&1 || need+=(openbox)
+	command -v x11vnc >/dev/null 2>&1 || need+=(x11vnc)
+	command -v xdotool >/dev/null 2>&1 || need+=(xdotool)
+	command -v import >/dev/null 2>&1 || need+=(imagemagick)
 	for pkg in "${agent_clis[@]}"; do
 		name=${pkg%@*}
 		version=${pkg##*@}

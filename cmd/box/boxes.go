@@ -94,6 +94,7 @@ type createFlags struct {
 	model, agentKey, gitKey string
 	env, labels             []string
 	keepAlive, noREPL       bool
+	browser, desktop        bool
 }
 
 func (f *createFlags) register(c *cobra.Command) {
@@ -106,12 +107,14 @@ func (f *createFlags) register(c *cobra.Command) {
 	c.Flags().StringArrayVar(&f.env, "env", nil, "an environment variable, KEY=VALUE (repeatable)")
 	c.Flags().StringArrayVar(&f.labels, "label", nil, "a label (repeatable)")
 	c.Flags().BoolVar(&f.keepAlive, "keep-alive", false, "never pause the box when idle")
+	c.Flags().BoolVar(&f.browser, "browser", false, "give the box a headless browser")
+	c.Flags().BoolVar(&f.desktop, "desktop", false, "give the box a desktop (box desktop starts it)")
 	c.Flags().BoolVar(&f.noREPL, "no-repl", false, "do not start the REPL afterwards")
 }
 
 func (f *createFlags) params(a *app) (*box.CreateParams, error) {
 	a.secrets = append(a.secrets, f.agentKey, f.gitKey)
-	p := &box.CreateParams{Name: f.name, Labels: f.labels, Size: box.Size(f.size), Runtime: box.Runtime(f.runtime), KeepAlive: f.keepAlive}
+	p := &box.CreateParams{Name: f.name, Labels: f.labels, Size: box.Size(f.size), Runtime: box.Runtime(f.runtime), KeepAlive: f.keepAlive, Browser: f.browser, Desktop: f.desktop}
 	if len(f.env) > 0 {
 		p.Env = map[string]string{}
 		for _, kv := range f.env {

@@ -156,7 +156,7 @@ func (a *app) root() *cobra.Command {
 		a.listCmd(), a.getCmd(), a.rmCmd(), a.pauseCmd(), a.resumeCmd(), a.statusCmd(),
 		a.snapshotCmd(), a.urlCmd(), a.urlsCmd(), a.logsCmd(), a.envCmd(),
 		a.scheduleCmd(), a.runsCmd(), a.runCmd(),
-		a.execCmd(), a.shellCmd(), a.cpCmd(), a.sshCmd(), a.sshKeyCmd(),
+		a.execCmd(), a.shellCmd(), a.cpCmd(), a.sshCmd(), a.sshKeyCmd(), a.desktopCmd(),
 		a.initDemoCmd(), a.serveCmd(), a.versionCmd(),
 	)
 	// completion with a shell it does not know is bad input too (cobra

@@ -5,6 +5,7 @@
 package modeltest
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -41,6 +42,9 @@ type Request struct {
 	Turns int
 	// Key is the API key it carried (x-api-key or the bearer token).
 	Key string
+	// Images are the images (base64-decoded) of the last user message,
+	// its tool results' included, in order (Anthropic only).
+	Images [][]byte
 	// Body is the request's JSON.
 	Body map[string]any
 }
@@ -219,6 +223,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	st := &stream{w: w, rc: http.NewResponseController(w), done: r.Context().Done()}
 	switch api {
 	case "anthropic":
+		if body["stream"] != true {
+			s.anthropicMessage(w, req, reply)
+			return
+		}
 		s.anthropic(st, req, reply)
 	case "responses":
 		s.responses(st, req, reply)
@@ -341,6 +349,26 @@ func (s *Server) anthropic(st *stream, req *Request, r Reply) {
 	}
 	st.event("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]any{"output_tokens": r.Usage.Output}})
 	st.event("message_stop", map[string]any{"type": "message_stop"})
+}
+
+// anthropicMessage answers a Messages request that did not ask for a
+// stream with the whole message.
+func (s *Server) anthropicMessage(w http.ResponseWriter, req *Request, r Reply) {
+	var content []any
+	if r.Text != "" {
+		content = append(content, map[string]any{"type": "text", "text": r.Text})
+	}
+	stop := "end_turn"
+	if r.Tool != nil {
+		stop = "tool_use"
+		content = append(content, map[string]any{"type": "tool_use", "id": s.id("toolu"), "name": r.Tool.Name, "input": r.Tool.Input})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"id": s.id("msg"), "type": "message", "role": "assistant", "model": req.Model, "content": content,
+		"stop_reason": stop, "stop_sequence": nil,
+		"usage": map[string]any{"input_tokens": r.Usage.Input, "output_tokens": r.Usage.Output, "cache_read_input_tokens": r.Usage.CacheRead},
+	})
 }
 
 func (s *Server) responses(st *stream, req *Request, r Reply) {
@@ -476,8 +504,13 @@ func parse(api string, body map[string]any) *Request {
 			}
 			r.User = textOf(m["content"])
 			for _, b := range asList(m["content"]) {
-				if bm, _ := b.(map[string]any); bm["type"] == "tool_result" {
+				bm, _ := b.(map[string]any)
+				if bm["type"] == "tool_result" {
 					r.HasToolResult, r.ToolResult = true, textOf(bm["content"])
+					r.Images = append(r.Images, images(bm["content"])...)
+				}
+				if bm["type"] == "image" {
+					r.Images = append(r.Images, images([]any{bm})...)
 				}
 			}
 			break
@@ -516,6 +549,23 @@ func parse(api string, body map[string]any) *Request {
 	}
 	r.System = strings.Join(system, "\n")
 	return r
+}
+
+// images decodes the base64 image blocks of a content list.
+func images(v any) [][]byte {
+	var out [][]byte
+	for _, b := range asList(v) {
+		bm, _ := b.(map[string]any)
+		src, _ := bm["source"].(map[string]any)
+		if bm["type"] != "image" || src["type"] != "base64" {
+			continue
+		}
+		data, _ := src["data"].(string)
+		if img, err := base64.StdEncoding.DecodeString(data); err == nil {
+			out = append(out, img)
+		}
+	}
+	return out
 }
 
 func asList(v any) []any {

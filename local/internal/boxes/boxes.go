@@ -42,6 +42,9 @@ type Config struct {
 	// PolicyChanged applies a box's new network policy to its open
 	// connections.
 	PolicyChanged func(id string)
+	// Desktops reports whether boxes may have a desktop here: nil, or
+	// why not (an errdefs kind).
+	Desktops func() error
 }
 
 // Boxes serves the operations on boxes.
@@ -160,7 +163,14 @@ func (x *Boxes) Create(ctx context.Context, body *gen.CreateBoxRequest, fill fun
 	if err := x.core.NeedDisk("create a box"); err != nil {
 		return nil, err
 	}
-	imageID, release, err := x.cfg.Images.ForCreate(ctx, wire.Deref(body.Runtime), wire.Deref(body.Browser))
+	desktop := wire.Deref(body.Desktop)
+	if desktop && x.cfg.Desktops != nil {
+		if err := x.cfg.Desktops(); err != nil {
+			return nil, err
+		}
+	}
+	// A browser or a desktop runs on the host's /usr.
+	imageID, release, err := x.cfg.Images.ForCreate(ctx, wire.Deref(body.Runtime), wire.Deref(body.Browser) || desktop)
 	if err != nil {
 		return nil, err
 	}
@@ -185,6 +195,7 @@ func (x *Boxes) Create(ctx context.Context, body *gen.CreateBoxRequest, fill fun
 		Skills:        body.Skills,
 		Ephemeral:     wire.Deref(body.Ephemeral),
 		Browser:       wire.Deref(body.Browser),
+		Desktop:       desktop,
 		Image:         imageID,
 		Status:        "idle",
 		CreatedAt:     now.Unix(),

@@ -30,6 +30,7 @@ type Box struct {
 	Ephemeral     bool                         `json:"ephemeral,omitempty"`
 	ExpiresAt     int64                        `json:"expires_at,omitempty"`
 	Browser       bool                         `json:"browser,omitempty"`
+	Desktop       bool                         `json:"desktop,omitempty"`
 	// Image is the id of the runtime image that is the box's root; empty
 	// is the host's /usr.
 	Image        string `json:"image,omitempty"`

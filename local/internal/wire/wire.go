@@ -133,6 +133,9 @@ func BoxData(b *store.Box) gen.BoxData {
 	if b.Browser {
 		d.Browser = Ptr(true)
 	}
+	if b.Desktop {
+		d.Desktop = Ptr(true)
+	}
 	if b.LastActivity != 0 {
 		d.LastActivityAt = Ptr(b.LastActivity)
 	}

@@ -56,6 +56,9 @@ type Config struct {
 	ProviderURLs map[string]string
 }
 
+// Chromium returns the Chromium that boxes run, or why there is none.
+func (bs *Browsers) Chromium() (string, error) { return bs.chromium, bs.chromiumErr }
+
 // ForgetBox ends the active recording of a deleted box and deletes its
 // recording records.
 func (bs *Browsers) ForgetBox(id string) { bs.recs.forgetBox(id) }
