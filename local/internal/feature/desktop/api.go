@@ -1,6 +1,7 @@
 package desktop
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -93,13 +94,42 @@ func (ds *Desktops) DesktopStop(ctx context.Context, req gen.DesktopStopRequestO
 	ds.mu.Unlock()
 	if s != nil {
 		s.stop()
-		select {
-		case <-s.exited:
-		case <-time.After(10 * time.Second):
+		<-s.exited
+		// The agent kills what the session started once its request has
+		// gone, which the session's end does not wait for: Stop answers
+		// when the desktop's processes are gone.
+		if rt, running := ds.host.Running(b.ID); running {
+			if err := waitGone(ctx, rt); err != nil {
+				return nil, err
+			}
 		}
 		ds.host.Logf(b.ID, "info", "system", "desktop stopped")
 	}
 	return gen.DesktopStop200JSONResponse(ok), nil
+}
+
+// waitGone waits until none of the desktop's processes runs in the box
+// (at most 10 seconds), and kills those that are left then.
+func waitGone(ctx context.Context, rt *agent.Client) error {
+	script := `for p in Xvfb openbox x11vnc; do pgrep -x "$p"; done; true`
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		out, err := x(ctx, rt, "", 1<<20, "sh", "-c", script)
+		if err != nil {
+			return err
+		}
+		if len(bytes.TrimSpace(out)) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			_, err := x(ctx, rt, "", 1<<20, "sh", "-c", `pkill -KILL -x Xvfb; pkill -KILL -x openbox; pkill -KILL -x x11vnc; true`)
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // processNames are the desktop's processes that status reports, by the

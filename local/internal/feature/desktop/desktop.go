@@ -38,6 +38,8 @@ type Host interface {
 	Context() context.Context
 	// Agent returns the client of the agent of a box that has run.
 	Agent(id string) (*agent.Client, error)
+	// Running returns the client of a box's agent when the box runs now.
+	Running(id string) (*agent.Client, bool)
 }
 
 // Config configures the feature.
