@@ -1,4 +1,4 @@
-package box_test
+package desktop_test
 
 import (
 	"bytes"
@@ -44,8 +44,8 @@ func needDesktop(t *testing.T) {
 		}
 		t.Skipf("desktops need %v", missing)
 	}
-	browserSlots <- struct{}{}
-	t.Cleanup(func() { <-browserSlots })
+	desktopSlots <- struct{}{}
+	t.Cleanup(func() { <-desktopSlots })
 }
 
 // desktopPage is served in the box: a text field across the upper
@@ -69,7 +69,7 @@ func TestDesktop(t *testing.T) {
 	t.Parallel()
 	needDesktop(t)
 	models := modeltest.New(t, func(*modeltest.Request) modeltest.Reply { return modeltest.Reply{Text: "nothing to do"} })
-	srv := cliServer(t, models)
+	srv := modelServer(t, models)
 	ctx := t.Context()
 	b := newBox(t, srv, &box.CreateParams{Desktop: true, Env: map[string]string{"ANTHROPIC_API_KEY": "sk-ant-scripted"}})
 	if !b.Info().Desktop {
@@ -225,9 +225,17 @@ func TestDesktopRefusedWithoutDesktop(t *testing.T) {
 	if _, err := b.Desktop.Start(t.Context(), nil); !errors.Is(err, box.ErrNoDesktop) {
 		t.Errorf("Start on a box without a desktop: %v, want ErrNoDesktop", err)
 	}
-	resp := rawRequest(t, srv, "POST", "/v2/box/"+b.ID()+"/desktop/start", "{}")
-	if resp.StatusCode != 409 || !strings.Contains(resp.body, "desktop: true") {
-		t.Errorf("boxd answered %d %s, want a 409 that says how to get a desktop", resp.StatusCode, resp.body)
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", srv.URL()+"/v2/box/"+b.ID()+"/desktop/start", strings.NewReader("{}"))
+	req.Header.Set("X-Box-Api-Key", srv.APIKey())
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 409 || !strings.Contains(string(body), "desktop: true") {
+		t.Errorf("boxd answered %d %s, want a 409 that says how to get a desktop", resp.StatusCode, body)
 	}
 }
 
