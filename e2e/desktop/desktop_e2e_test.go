@@ -198,6 +198,21 @@ func TestDesktop(t *testing.T) {
 		t.Errorf("a key that is an option: %v, want a 400", err)
 	}
 
+	// A pause freezes the desktop with the box; a resume brings it back
+	// as it was.
+	if err := b.Pause(ctx); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	if err := b.Resume(ctx); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	if scr, err := b.Desktop.Screen(ctx); err != nil || scr.Width != 1280 || scr.Cursor != image.Pt(320, 350) {
+		t.Errorf("after a pause and a resume, Screen = %+v, %v; want the pointer where the actions left it", scr, err)
+	}
+	if img, err := b.Desktop.Screenshot(ctx, &box.DesktopScreenshotParams{NoCursor: true}); err != nil || !isGreen(img.At(100, 760)) {
+		t.Errorf("after a pause and a resume the page is not as it was: %v", err)
+	}
+
 	checkComputerUse(t, b, models)
 	checkViewer(t, b)
 

@@ -219,7 +219,7 @@ x11vnc -display ` + Display + ` -localhost -rfbport 5901 -shared -forever -nopw 
 dir="${TMPDIR:-/tmp}/.boxd-desktop-chromium"
 "$chromium" --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run --no-default-browser-check \
 	--disable-background-networking --disable-component-update --disable-sync --password-store=basic \
-	--disable-breakpad --test-type --start-maximized --window-position=0,0 --user-data-dir="$dir" \
+	--disable-breakpad --test-type --window-position=0,0 --window-size="$(echo "$size" | tr x ,)" --user-data-dir="$dir" \
 	--remote-debugging-address=127.0.0.1 --remote-debugging-port=9223 \
 	${HTTP_PROXY:+"--proxy-server=$HTTP_PROXY"} ${open:+"$open"} >/tmp/.boxd-chromium.log 2>&1 &
 echo ready
