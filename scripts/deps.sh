@@ -9,8 +9,8 @@
 # encodes their recordings), for openssh-client, whose ssh, scp and
 # sftp the tests of boxd's SSH server drive, and for busybox-static and
 # mmdebstrap, from which the tests of runtime images build their images,
-# for the programs of desktop boxes (xvfb, openbox, x11vnc, xdotool and
-# imagemagick's import), and, from npm, the agent CLIs whose harnesses the tests drive against a
+# for the programs of desktop boxes (xvfb, openbox, x11vnc, xdotool,
+# imagemagick's import, and novnc for the viewer), and, from npm, the agent CLIs whose harnesses the tests drive against a
 # scripted model server: Claude Code, Codex and OpenCode, at the versions
 # below, and the Chrome DevTools MCP server that boxd gives the agent of a
 # browser box (boxes see the host's /usr, so the one installed here is
@@ -36,6 +36,7 @@ if [ "${1:-}" = "--tests" ]; then
 	command -v x11vnc >/dev/null 2>&1 || need+=(x11vnc)
 	command -v xdotool >/dev/null 2>&1 || need+=(xdotool)
 	command -v import >/dev/null 2>&1 || need+=(imagemagick)
+	[ -f /usr/share/novnc/vnc.html ] || need+=(novnc)
 	for pkg in "${agent_clis[@]}"; do
 		name=${pkg%@*}
 		version=${pkg##*@}
