@@ -243,28 +243,51 @@ func (ds *Desktops) performCalls(ctx context.Context, rt *agent.Client, s *sessi
 	return actions, nil
 }
 
+// conversation is a computer-use model's talk about a running desktop.
+type conversation struct {
+	*computer
+	box *store.Box
+	rt  *agent.Client
+	s   *session
+	// first is the screenshot the model saw with the request.
+	first []byte
+}
+
+// converse begins a conversation about box id's desktop: the request
+// text with a screenshot. done ends the box's busy mark.
+func (ds *Desktops) converse(ctx context.Context, id, model, text string) (*conversation, func(), error) {
+	b, rt, s, err := ds.on(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := ds.computer(b, s, model)
+	if err != nil {
+		return nil, nil, err
+	}
+	done := ds.host.Busy(b.ID)
+	png, err := screenshot(ctx, rt, true)
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	c.messages = []any{map[string]any{"role": "user", "content": []any{
+		map[string]any{"type": "text", "text": text}, imageBlock(png),
+	}}}
+	return &conversation{computer: c, box: b, rt: rt, s: s, first: png}, done, nil
+}
+
 // DesktopAgentAct shows a computer-use model the screen and the
 // instruction, performs the actions it answers with, and returns them.
 func (ds *Desktops) DesktopAgentAct(ctx context.Context, req gen.DesktopAgentActRequestObject) (gen.DesktopAgentActResponseObject, error) {
 	if req.Body == nil || strings.TrimSpace(req.Body.Instruction) == "" {
 		return nil, errdefs.Invalid("instruction is required")
 	}
-	b, rt, s, err := ds.on(ctx, req.ID)
+	cv, done, err := ds.converse(ctx, req.ID, wire.Deref(req.Body.Model), req.Body.Instruction)
 	if err != nil {
 		return nil, err
 	}
-	c, err := ds.computer(b, s, wire.Deref(req.Body.Model))
-	if err != nil {
-		return nil, err
-	}
-	defer ds.host.Busy(b.ID)()
-	png, err := screenshot(ctx, rt, true)
-	if err != nil {
-		return nil, err
-	}
-	c.messages = []any{map[string]any{"role": "user", "content": []any{
-		map[string]any{"type": "text", "text": req.Body.Instruction}, imageBlock(png),
-	}}}
+	defer done()
+	b, rt, s, c, png := cv.box, cv.rt, cv.s, cv.computer, cv.first
 	r, err := c.turn(ctx)
 	if err != nil {
 		return nil, err
@@ -291,22 +314,12 @@ func (ds *Desktops) DesktopAgentRun(ctx context.Context, req gen.DesktopAgentRun
 	if steps < 1 || steps > maxSteps {
 		return nil, errdefs.Invalid("max_steps must be 1 to %d, got %d", maxSteps, steps)
 	}
-	b, rt, s, err := ds.on(ctx, req.ID)
+	cv, done, err := ds.converse(ctx, req.ID, wire.Deref(req.Body.Model), req.Body.Prompt)
 	if err != nil {
 		return nil, err
 	}
-	c, err := ds.computer(b, s, wire.Deref(req.Body.Model))
-	if err != nil {
-		return nil, err
-	}
-	defer ds.host.Busy(b.ID)()
-	png, err := screenshot(ctx, rt, true)
-	if err != nil {
-		return nil, err
-	}
-	c.messages = []any{map[string]any{"role": "user", "content": []any{
-		map[string]any{"type": "text", "text": req.Body.Prompt}, imageBlock(png),
-	}}}
+	defer done()
+	b, rt, s, c := cv.box, cv.rt, cv.s, cv.computer
 	out := gen.DesktopAgentRun200JSONResponse{Completed: wire.Ptr(false)}
 	var result string
 	for step := 1; step <= steps; step++ {
