@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -63,4 +64,56 @@ func TestUsernsBelongsToTheBox(t *testing.T) {
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("in the box: %q, want %q", got, want)
 	}
+}
+
+// TestUsernsLeavesThreadsAlone makes user namespaces of many uids at once
+// (each from a thread that takes the box's uid for a moment) and checks
+// that every thread of boxd has boxd's credentials afterwards: its uids,
+// gids and groups.
+func TestUsernsLeavesThreadsAlone(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a user namespace of another uid's needs root")
+	}
+	want := credsOf(t, "/proc/self/status")
+	var wg sync.WaitGroup
+	for i := range 32 {
+		wg.Go(func() {
+			id := 0x6f100000 + os.Getpid()%0x10000*64 + i
+			ns, err := newUserns(id)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer ns.Close()
+			if owner, err := nsOwner(ns); err != nil || owner != id {
+				t.Errorf("namespace of uid %d belongs to %d (%v)", id, owner, err)
+			}
+		})
+	}
+	wg.Wait()
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		got := credsOf(t, "/proc/self/task/"+task.Name()+"/status")
+		if got != want {
+			t.Errorf("thread %s has %q, want %q", task.Name(), got, want)
+		}
+	}
+}
+
+// credsOf returns the Uid, Gid and Groups lines of a status file.
+func credsOf(t *testing.T, path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for l := range strings.SplitSeq(string(b), "\n") {
+		if strings.HasPrefix(l, "Uid:") || strings.HasPrefix(l, "Gid:") || strings.HasPrefix(l, "Groups:") {
+			out = append(out, strings.Join(strings.Fields(l), " "))
+		}
+	}
+	return strings.Join(out, "; ")
 }
