@@ -11,8 +11,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -23,29 +25,48 @@ import (
 // running its own entry point. It serves only on a host without cat.
 const envUserns = "BOXD_USERNS"
 
-// usernsHold: wait for the end of standard input and exit; a process that
-// exists only to be in the namespace until boxd has opened it.
+// usernsHold: copy standard input to standard output until its end, and
+// exit, as cat does; a process that exists only to be in the namespace
+// until boxd has opened it.
 const usernsHold = "hold"
 
 func init() {
 	if os.Getenv(envUserns) == usernsHold {
-		_, _ = io.Copy(io.Discard, os.Stdin)
+		_, _ = io.Copy(os.Stdout, os.Stdin)
 		os.Exit(0)
 	}
 }
 
-// holder returns the program and environment of the process that holds a
-// new user namespace until boxd has opened it: cat, which waits for the
-// end of its standard input, or boxd's binary in its usernsHold role,
-// which takes a Go program's start-up (some tens of milliseconds of
-// processor time) where cat takes one. Either is reached by a path that
-// the box's uid may search: /proc/self/exe needs no search right on the
-// directories of boxd's binary.
-var holder = sync.OnceValues(func() (string, []string) {
+// holderCmd is how the process that holds a new user namespace starts.
+type holderCmd struct {
+	argv []string
+	env  []string
+	// clone is the clone flag that makes the namespace when the holder
+	// does not make it itself.
+	clone uintptr
+}
+
+// holder returns how the process that holds a new user namespace until
+// boxd has opened it starts: cat, which echoes its standard input, started
+// by unshare -U, which makes the namespace and executes cat in it. Where
+// unshare is missing, os/exec makes the namespace as it clones cat (as it
+// cannot then use vfork, it copies the page tables of boxd, which grow
+// with boxd's memory: tens of milliseconds at a gigabyte); where cat is
+// missing, boxd's binary in its usernsHold role stands in for it (a Go
+// program's start-up, some tens of milliseconds of processor time, where
+// cat takes one). Each is reached by a path that the box's uid may
+// search: /proc/self/exe needs no search right on the directories of
+// boxd's binary.
+var holder = sync.OnceValue(func() holderCmd {
+	h := holderCmd{argv: []string{"/proc/self/exe"}, env: []string{envUserns + "=" + usernsHold}, clone: syscall.CLONE_NEWUSER}
 	if p, err := exec.LookPath("cat"); err == nil && filepath.IsAbs(p) {
-		return p, []string{}
+		h.argv, h.env = []string{p}, []string{}
 	}
-	return "/proc/self/exe", []string{envUserns + "=" + usernsHold}
+	if p, err := exec.LookPath("unshare"); err == nil && filepath.IsAbs(p) {
+		h.argv = append([]string{p, "-U"}, h.argv...)
+		h.clone = 0
+	}
+	return h
 })
 
 // newUserns makes a user namespace in which the box user (UID, GID) is
@@ -82,17 +103,26 @@ func newUserns1(id int) (*os.File, error) {
 	if id <= 0 {
 		return nil, errors.New("no uid of its own for the box")
 	}
-	path, env := holder()
-	cmd := exec.Command(path)
-	cmd.Env = env
+	h := holder()
+	cmd := exec.Command(h.argv[0], h.argv[1:]...)
+	cmd.Env = h.env
 	cmd.Dir = "/"
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
 	}
 	defer in.Close()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER}
-	if err := startAs(id, cmd); err != nil {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer outR.Close()
+	var errb strings.Builder
+	cmd.Stdout, cmd.Stderr = outW, &errb
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: h.clone}
+	err = startAs(id, cmd)
+	outW.Close()
+	if err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -100,6 +130,17 @@ func newUserns1(id int) (*os.File, error) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	}()
+	// The holder echoes a byte once it runs in the new namespace.
+	_ = outR.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var b [1]byte
+	if _, err := in.Write([]byte{'\n'}); err != nil {
+		return nil, fmt.Errorf("the holder process: %v", err)
+	}
+	if _, err := io.ReadFull(outR, b[:]); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("the holder process: %v (%s)", err, strings.TrimSpace(errb.String()))
+	}
 	pid := cmd.Process.Pid
 	dir := "/proc/" + strconv.Itoa(pid) + "/"
 	// Root writes the maps, so that the box user may be a uid that no

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -116,4 +117,40 @@ func credsOf(t *testing.T, path string) string {
 		}
 	}
 	return strings.Join(out, "; ")
+}
+
+// TestUsernsHolders makes a box's user namespace with each way of holding
+// it: unshare and cat, cat cloned into the namespace, and boxd's own
+// binary where cat is missing.
+func TestUsernsHolders(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a user namespace of another uid's needs root")
+	}
+	cat, err := exec.LookPath("cat")
+	if err != nil {
+		t.Skip("needs cat")
+	}
+	self := holderCmd{argv: []string{"/proc/self/exe"}, env: []string{envUserns + "=" + usernsHold}, clone: syscall.CLONE_NEWUSER}
+	ways := map[string]holderCmd{
+		"cloned cat":  {argv: []string{cat}, clone: syscall.CLONE_NEWUSER},
+		"boxd's own":  self,
+		"the default": holder(),
+	}
+	if u, err := exec.LookPath("unshare"); err == nil {
+		ways["unshare cat"] = holderCmd{argv: []string{u, "-U", cat}}
+	}
+	defer func(h func() holderCmd) { holder = h }(holder)
+	for name, h := range ways {
+		holder = func() holderCmd { return h }
+		id := 0x6f200000 + os.Getpid()%0x10000*8 + len(name)
+		ns, err := newUserns(id)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if owner, err := nsOwner(ns); err != nil || owner != id {
+			t.Errorf("%s: the namespace belongs to %d (%v), want %d", name, owner, err, id)
+		}
+		ns.Close()
+	}
 }
