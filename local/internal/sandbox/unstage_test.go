@@ -10,12 +10,12 @@ import (
 	"time"
 )
 
-// stagedAgent says it serves, then keeps writing in the box's workspace,
-// as a box does long after its start.
+// stagedAgent says it serves, with a job beside it (as startFake wants)
+// that keeps writing in the box's workspace, as a box does long after its
+// start.
 const stagedAgent = `#!/bin/sh
+(i=0; while [ $i -lt 100 ]; do echo $i > /workspace/late; i=$((i+1)); sleep 0.05; done; exec sleep 1000) 5>&- &
 printf x >&5
-i=0
-while [ $i -lt 100 ]; do echo $i > /workspace/late; i=$((i+1)); sleep 0.05; done
 exec sleep 1000
 `
 
