@@ -87,10 +87,11 @@ var holder = sync.OnceValue(func() holderCmd {
 // parent's credentials, before the child changes its own. So one thread of
 // boxd's, locked to its goroutine, takes id as its own real and effective
 // uid and gid, without supplementary groups, keeping root as its saved
-// uid; from there it starts the holder process in a new user namespace,
-// which is thereby id's; and it goes back to root's credentials before it
-// runs anything else. boxd, as root, writes the holder's maps, opens its
-// namespace, and lets it go.
+// uid; from there it starts the holder process (see holder), which runs
+// as id and makes a new user namespace, thereby id's; and the thread goes
+// back to root's credentials before it runs anything else. boxd, as root,
+// writes the namespace's maps once the holder is in it, opens it, and lets
+// the holder go.
 func newUserns(id int) (*os.File, error) {
 	ns, err := newUserns1(id)
 	if err != nil {
@@ -187,8 +188,8 @@ func nsOwner(ns *os.File) (int, error) {
 }
 
 // startAs starts cmd from a thread whose real and effective uid and gid
-// are id, without supplementary groups: a namespace that cmd's clone
-// makes is id's. The thread then takes boxd's credentials back; one that
+// are id, without supplementary groups: a user namespace that cmd, or its
+// clone, makes is id's. The thread then takes boxd's credentials back; one that
 // cannot is never used again.
 func startAs(id int, cmd *exec.Cmd) error {
 	done := make(chan error, 1)
