@@ -2,7 +2,7 @@
 
 .PHONY: help
 .PHONY: generate check-generate
-.PHONY: deps demo test vet cross-vet bench boxd tidy
+.PHONY: deps demo test vet cross-vet bench bench-starts boxd tidy
 
 # The generator is pinned in tools/go.mod so that library users never inherit it.
 # -modfile does not work in workspace mode, hence GOWORK=off.
@@ -62,6 +62,10 @@ test: ## Everything CI checks: generated code, vet, and all tests with the race 
 
 bench: deps ## Run the benchmarks.
 	go test -run '^$$' -bench . -benchmem -count=1 $(ALL)
+
+bench-starts: deps ## Box starts on this machine: fork+exec, create + first exec one at a time, and 50 at once (median, p95, wall, processor time per box).
+	go test -run '^$$' -bench 'ForkExec|CreateExec' -benchtime=30x -count=1 ./local/
+	go test -run '^$$' -bench 'CreateBurst' -benchtime=3x -count=1 ./local/
 
 tidy: ## go mod tidy in every module.
 	./scripts/tidy.sh

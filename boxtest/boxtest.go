@@ -39,8 +39,8 @@
 // NewServer fails the test when the key is missing or the remote does not
 // answer with it.
 //
-// As root, boxd keeps one goroutine for the life of the process (the
-// thread of its mount namespace): a leak checker such as goleak ignores
+// As root, boxd keeps a few goroutines for the life of the process (the
+// threads of its mount namespace): a leak checker such as goleak ignores
 // local.MountThreadFunction.
 package boxtest
 

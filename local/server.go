@@ -51,11 +51,11 @@ import (
 	"github.com/upstash/box-go/local/internal/webhook"
 )
 
-// MountThreadFunction names the function of the one goroutine that boxd
-// keeps for the life of the process once a box has started as root: the
-// thread of boxd's own mount namespace (package sandbox), which must never
-// end, since processes started from it, or from its thread before it took
-// it, die with it. A leak checker that runs boxd in its process ignores
+// MountThreadFunction names the function of the goroutines (a few) that
+// boxd keeps for the life of the process once a box has started as root:
+// the threads of boxd's own mount namespace (package sandbox), which must
+// never end, since processes started from them, or from their threads
+// before they took them, die with them. A leak checker that runs boxd in its process ignores
 // it, for example goleak.IgnoreAnyFunction(local.MountThreadFunction).
 const MountThreadFunction = "github.com/upstash/box-go/local/internal/sandbox.(*stage).loop"
 

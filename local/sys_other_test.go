@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"syscall"
+	"time"
 )
 
 // boxd runs only on Linux, and TestMain skips this package's tests
@@ -14,3 +15,4 @@ import (
 func fileOwner(os.FileInfo) (uid, gid uint32) { return 0, 0 }
 func killPid(int) error                       { return errors.New("needs Linux") }
 func hostUserAttr() *syscall.SysProcAttr      { return nil }
+func cpuTime() time.Duration                  { return 0 }

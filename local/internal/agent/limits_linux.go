@@ -51,8 +51,11 @@ func init() {
 
 // canTrace reports whether the agent may start a process traced; Yama's
 // ptrace_scope 2 and 3 refuse it. It starts the agent's own binary as the
-// agent was started: through the dynamic loader in a box whose root is an
-// image, which /proc/self/exe then is.
+// agent was started (through the dynamic loader in a box whose root is an
+// image, which /proc/self/exe then is) traced, sees it stop at its exec
+// and takes its limit, and kills it there: the probe runs nothing of its
+// own. (Let go, it would run boxd's start-up, tens of milliseconds of
+// processor time, on every box's first exec.)
 var canTrace = sync.OnceValue(func() bool {
 	raw, err := os.ReadFile("/proc/self/cmdline")
 	if err != nil || len(raw) == 0 {
@@ -65,10 +68,18 @@ var canTrace = sync.OnceValue(func() bool {
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
 		return false
 	}
-	if err := startTraced(cmd, &rl); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cmd.Start(); err != nil {
 		return false
 	}
-	return cmd.Wait() == nil
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	trapped, err := waitTrapped(cmd.Process.Pid)
+	return err == nil && trapped && unix.Prlimit(cmd.Process.Pid, unix.RLIMIT_NOFILE, &rl, nil) == nil
 })
 
 // cldTrapped is si_code CLD_TRAPPED: a traced child has stopped.
@@ -91,17 +102,8 @@ func startTraced(cmd *exec.Cmd, rl *unix.Rlimit) error {
 		return err
 	}
 	pid := cmd.Process.Pid
-	var info unix.Siginfo
-	// WNOWAIT: a process that ended meanwhile (killed by the box) is left
-	// for cmd.Wait.
-	var err error
-	for {
-		err = unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WSTOPPED|unix.WNOWAIT|unix.WALL, nil)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if err == nil && info.Code != cldTrapped {
+	trapped, err := waitTrapped(pid)
+	if err == nil && !trapped {
 		return nil
 	}
 	if err == nil {
@@ -117,4 +119,17 @@ func startTraced(cmd *exec.Cmd, rl *unix.Rlimit) error {
 		return err
 	}
 	return nil
+}
+
+// waitTrapped waits until traced child pid stops at its exec (true) or
+// ends (false). WNOWAIT: a process that ended meanwhile (killed by the
+// box) is left for cmd.Wait.
+func waitTrapped(pid int) (bool, error) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WSTOPPED|unix.WNOWAIT|unix.WALL, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return err == nil && info.Code == cldTrapped, err
+		}
+	}
 }

@@ -5,9 +5,12 @@ package proc
 import (
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestFamily(t *testing.T) {
@@ -39,6 +42,54 @@ func TestFamily(t *testing.T) {
 	}
 	if got := InSession(cmd.Process.Pid); !slices.Equal(got, kids) {
 		t.Errorf("InSession = %v, want %v", got, kids)
+	}
+}
+
+// TestChildren finds the children of a process that started them from
+// several threads (the kernel lists a child under the thread that forked
+// it), and those of a shell, as a walk of every process finds them.
+func TestChildren(t *testing.T) {
+	var mu sync.Mutex
+	var want []int
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			// A thread of its own, ended with the goroutine.
+			runtime.LockOSThread()
+			cmd := exec.Command("sh", "-c", "sleep 30 & sleep 30 & wait")
+			if err := cmd.Start(); err != nil {
+				t.Error(err)
+				return
+			}
+			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			mu.Lock()
+			want = append(want, cmd.Process.Pid)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	slices.Sort(want)
+	var got []int
+	for _, c := range Children(os.Getpid()) {
+		if slices.Contains(want, c) {
+			got = append(got, c)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Children of this process = %v, want %v among them", got, want)
+	}
+	var kids []int
+	for range 200 {
+		if kids = Children(want[0]); len(kids) == 2 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(kids) != 2 || !slices.Equal(kids, childrenOf(want[0])) {
+		t.Errorf("Children of the shell = %v, want its two sleeps, %v", kids, childrenOf(want[0]))
+	}
+	if got := Children(1 << 30); got != nil {
+		t.Errorf("Children of no process = %v", got)
 	}
 }
 

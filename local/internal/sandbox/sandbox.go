@@ -364,7 +364,7 @@ type Sandbox struct {
 	initFD  *os.File
 	cleaned bool
 	// unstage removes the box's tree (and image) from boxd's mount
-	// namespace.
+	// namespace; it runs once, when the agent serves or the start fails.
 	unstage func()
 	stage   *stage
 
@@ -485,6 +485,10 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		if err != nil {
 			return fail(err)
 		}
+		if s.unstage != nil {
+			// Called once the agent runs, and by cleanup.
+			s.unstage = sync.OnceFunc(s.unstage)
+		}
 		// Block and info: bubblewrap says where the sandbox's first
 		// process is, then waits while boxd puts it in the box's groups.
 		blockR, blockW, err := os.Pipe()
@@ -582,6 +586,14 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	cfgW.Close()
 	if err := s.waitReady(ctx, ready); err != nil {
 		return nil, err
+	}
+	if s.unstage != nil {
+		// bubblewrap made the sandbox's mounts before it started the
+		// agent: they are the sandbox's own, and its tree leaves the
+		// stage now. The stage then holds only the trees of boxes that
+		// are starting, and each bubblewrap, which copies every mount of
+		// the stage's namespace into its own, copies only those.
+		s.unstage()
 	}
 	s.agentPID = s.init
 	if info != nil {

@@ -22,20 +22,25 @@ import (
 // runs as: the box's own uid, which may not search boxd's data directory
 // (mode 0700) or the directory of boxd's binary (the go tool builds test
 // binaries in private directories). So boxd keeps a mount namespace of its
-// own, on one OS thread that lives as long as the process, and starts
-// every bubblewrap from that thread. In it, a tmpfs that anyone may search
+// own, on OS threads that live as long as the process, and starts every
+// bubblewrap from one of them. In it, a tmpfs that anyone may search
 // (but not list) is mounted on a directory of boxd's, and each starting
 // box's file tree and boxd's binary are bind-mounted into it under names
 // of boxd's choosing. Nothing of this is visible outside the namespace:
 // the host sees an empty directory, and a box sees only what bubblewrap
 // mounts for it from there.
 //
-// The stage, and its thread, live as long as the process: a process dies
+// The stage is served by stageThreads OS threads, which share that one
+// mount namespace: what one mounts, the others see, and boxes start on
+// whichever is free. Only what needs the namespace runs there: mounting
+// and unmounting a box's tree, and bubblewrap's fork and exec.
+//
+// The stage, and its threads, live as long as the process: a process dies
 // with the thread that started it when it has a parent-death signal
 // (--die-with-parent and Pdeathsig are per thread). That holds for the
 // sandboxes started from the stage, and also for processes that other
-// goroutines started on the thread before the stage's goroutine locked
-// it, an unisolated box's agent for one: the thread may never end.
+// goroutines started on a thread before the stage's goroutine locked
+// it, an unisolated box's agent for one: the threads may never end.
 type stage struct {
 	dir  string
 	reqs chan func()
@@ -44,6 +49,9 @@ type stage struct {
 	seq    int
 	agents map[string]string // agent binary → its path on the stage
 }
+
+// stageThreads is how many threads serve the stage.
+const stageThreads = 4
 
 var (
 	stageMu  sync.Mutex
@@ -69,9 +77,27 @@ func newStage() (*stage, error) {
 	}
 	st := &stage{dir: dir, reqs: make(chan func()), agents: map[string]string{}}
 	ready := make(chan error)
-	go st.loop(ready)
+	go st.loop(nil, ready)
 	if err := <-ready; err != nil {
 		return nil, fmt.Errorf("sandbox: boxd's mount namespace: %w", err)
+	}
+	// The first thread's namespace, which the others join.
+	var ns *os.File
+	err = st.do(func() error {
+		var err error
+		ns, err = os.Open("/proc/thread-self/ns/mnt")
+		return err
+	})
+	if err != nil {
+		// The first thread serves alone.
+		return st, nil
+	}
+	defer ns.Close()
+	for range stageThreads - 1 {
+		go st.loop(ns, ready)
+		if err := <-ready; err != nil {
+			break // those that joined serve, the first among them
+		}
 	}
 	return st, nil
 }
@@ -98,13 +124,22 @@ func stageDir() (string, error) {
 }
 
 // loop serves the stage on a thread of its own, for as long as the
-// process lives.
-func (st *stage) loop(ready chan<- error) {
+// process lives: the first thread makes the stage's namespace (ns is
+// nil), the others join it (ns).
+func (st *stage) loop(ns *os.File, ready chan<- error) {
 	runtime.LockOSThread()
 	// Never unlocked, and never ended: the thread must not go back to the
 	// Go scheduler with a mount namespace of its own, and its end would
 	// kill what was started from it with a parent-death signal.
 	err := func() error {
+		if ns != nil {
+			// A thread may enter another mount namespace only with a
+			// file system context (root, cwd) of its own.
+			if err := unix.Unshare(unix.CLONE_FS); err != nil {
+				return err
+			}
+			return unix.Setns(int(ns.Fd()), unix.CLONE_NEWNS)
+		}
 		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 			return err
 		}
@@ -117,8 +152,8 @@ func (st *stage) loop(ready chan<- error) {
 	}()
 	ready <- err
 	if err != nil {
-		// The thread's namespace is half made: it serves nothing, and
-		// stays (theStage does not try again).
+		// The thread's namespace is half made, or is its own: it serves
+		// nothing, and stays.
 		select {}
 	}
 	for f := range st.reqs {
@@ -126,7 +161,7 @@ func (st *stage) loop(ready chan<- error) {
 	}
 }
 
-// do runs f on the stage's thread, in its mount namespace.
+// do runs f on one of the stage's threads, in its mount namespace.
 func (st *stage) do(f func() error) error {
 	done := make(chan error, 1)
 	st.reqs <- func() { done <- f() }
@@ -204,7 +239,7 @@ func (st *stage) agent(bin string) (string, error) {
 	return p, nil
 }
 
-// start starts cmd from the stage's thread.
+// start starts cmd from one of the stage's threads.
 func (st *stage) start(cmd interface{ Start() error }) error {
 	return st.do(cmd.Start)
 }

@@ -5,6 +5,7 @@ package sandbox
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -68,5 +69,64 @@ func TestStageSparesOtherChildren(t *testing.T) {
 	}
 	if dead > 0 {
 		t.Errorf("%d of %d processes started from other threads died when a stage ended", dead, len(kids))
+	}
+}
+
+// TestStageThreadsShareANamespace: every thread of the stage is in one
+// mount namespace, not the process's, where a tree mounted from one
+// thread shows on the others; calls at once are served by several
+// threads.
+func TestStageThreadsShareANamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the stage needs root")
+	}
+	st, err := theStage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := os.Readlink("/proc/thread-self/ns/mnt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "mark"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, unmount, err := st.mountTree(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unmount()
+	var mu sync.Mutex
+	nss, tids := map[string]bool{}, map[int]bool{}
+	var wg sync.WaitGroup
+	for range 4 * stageThreads {
+		wg.Go(func() {
+			err := st.do(func() error {
+				ns, err := os.Readlink("/proc/thread-self/ns/mnt")
+				if err != nil {
+					return err
+				}
+				if _, err := os.Stat(filepath.Join(p, "mark")); err != nil {
+					return err
+				}
+				mu.Lock()
+				nss[ns] = true
+				tids[syscall.Gettid()] = true
+				mu.Unlock()
+				time.Sleep(20 * time.Millisecond) // so that the others take the next calls
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(nss) != 1 || nss[own] {
+		t.Errorf("the stage's threads are in namespaces %v; boxd's is %s", nss, own)
+	}
+	if len(tids) != stageThreads {
+		t.Errorf("%d threads served the stage, want %d", len(tids), stageThreads)
 	}
 }
