@@ -301,6 +301,7 @@ func ownerOf(t *testing.T, path string) uint32 {
 // neither names one.
 type liveProc struct {
 	pid  int
+	ppid int
 	uid  uint32
 	box  string
 	comm string
@@ -330,6 +331,8 @@ func liveProcs() []liveProc {
 			switch k {
 			case "Name":
 				p.comm = strings.TrimSpace(v)
+			case "PPid":
+				p.ppid, _ = strconv.Atoi(strings.TrimSpace(v))
 			case "Uid":
 				if f := strings.Fields(v); len(f) > 0 {
 					u, _ := strconv.ParseUint(f[0], 10, 32)

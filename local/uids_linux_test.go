@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -81,11 +83,15 @@ func TestRestartedServerGivesUpATakenUID(t *testing.T) {
 // uid, it ran processes of no box as that box's user, and a delete test
 // saw a new box share its uid with a live process. The check runs as
 // core.ProbeUID, outside the range.
+//
+// The test runs alone in its binary (not in parallel), and looks at the
+// processes this one starts: while it runs, those are the check's. A
+// box's own processes run as its uid before they are in its control
+// group, here and in other programs that run boxes on the machine.
 func TestIsolationCheckRunsAsNoBoxUID(t *testing.T) {
 	if isolation(t) != local.IsolationBwrap || os.Geteuid() != 0 {
 		t.Skip("the check runs as a uid of its own only as root with bubblewrap")
 	}
-	t.Parallel()
 	var sawProbe atomic.Bool
 	done := make(chan error, 1)
 	go func() {
@@ -114,7 +120,7 @@ func TestIsolationCheckRunsAsNoBoxUID(t *testing.T) {
 		default:
 		}
 		for _, p := range liveProcs() {
-			if p.box != "" {
+			if p.box != "" || p.ppid != os.Getpid() {
 				continue
 			}
 			switch {
@@ -122,8 +128,30 @@ func TestIsolationCheckRunsAsNoBoxUID(t *testing.T) {
 				sawProbe.Store(true)
 			case p.uid >= core.UIDFirst && p.uid < core.UIDFirst+core.UIDCount && !reported[p.pid]:
 				reported[p.pid] = true
-				t.Errorf("a process of no box runs as host uid %d, in the boxes' range: %s", p.uid, p)
+				t.Errorf("a process of no box runs as host uid %d, in the boxes' range: %s (%s)", p.uid, p, procDetail(p.pid))
 			}
 		}
 	}
+}
+
+// procDetail tells what process pid is: its command line, its parent's,
+// and the variables of its environment that name boxd's roles.
+func procDetail(pid int) string {
+	read := func(pid int, f string) string {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, f))
+		return string(b)
+	}
+	ppid := 0
+	for line := range strings.SplitSeq(read(pid, "status"), "\n") {
+		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+			ppid, _ = strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	var roles []string
+	for kv := range strings.SplitSeq(read(pid, "environ"), "\x00") {
+		if strings.HasPrefix(kv, "BOXD") || strings.HasPrefix(kv, "BOX_") {
+			roles = append(roles, kv)
+		}
+	}
+	return fmt.Sprintf("cmdline %q, env %q, parent %d %q", read(pid, "cmdline"), roles, ppid, read(ppid, "cmdline"))
 }
