@@ -53,6 +53,12 @@ var wantOperationIDs = []string{
 	"getBrowserRecording", "downloadBrowserRecording", "getBrowserRecordingPlaylist",
 	// boxd's SSH server
 	"getSSHInfo", "listSSHKeys", "addSSHKey", "deleteSSHKey",
+	// desktop (the official SDK's desktop branch)
+	"desktopStart", "desktopStream", "desktopStop", "desktopStatus", "desktopScreenshot",
+	"desktopScreen", "desktopMouseMove", "desktopMouseClick", "desktopMouseDrag",
+	"desktopMousePress", "desktopMouseRelease", "desktopMouseScroll", "desktopKeyboardType",
+	"desktopKeyboardPress", "desktopOpen", "desktopLaunch", "desktopActions", "desktopAgentAct",
+	"desktopAgentRun",
 }
 
 // boxdOperations are boxd's own: the cloud does not serve them, and each
