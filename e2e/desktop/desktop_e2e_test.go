@@ -458,3 +458,19 @@ func checkComputerUse(t *testing.T, b *box.Box, models *modeltest.Server) {
 		}
 	}
 }
+
+// TestDesktopNeedsIsolation: a boxd that runs boxes without bubblewrap
+// refuses desktop: true with a 501 that says why (every box's display
+// would be the machine's own), and makes no box.
+func TestDesktopNeedsIsolation(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t, boxtest.WithIsolation(local.IsolationNone))
+	_, err := srv.Client().Create(t.Context(), &box.CreateParams{Desktop: true})
+	var apiErr *box.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 501 || !strings.Contains(err.Error(), "bubblewrap") {
+		t.Fatalf("Create with a desktop on a boxd without isolation: %v, want a 501 naming bubblewrap", err)
+	}
+	if list, err := srv.Client().List(t.Context(), nil); err != nil || len(list) != 0 {
+		t.Errorf("boxes after the refusal: %v, %v", list, err)
+	}
+}
