@@ -48,7 +48,7 @@ func (bs *Browsers) aiBrowserOf(ctx context.Context, id string, model *string) (
 	if err != nil {
 		return nil, nil, nil, "", err
 	}
-	if !b.Browser {
+	if !b.Browser && !b.Desktop {
 		return nil, nil, nil, "", noBrowser(b)
 	}
 	p, m, err := bs.provider(b, model)
