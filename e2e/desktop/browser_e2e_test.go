@@ -76,6 +76,9 @@ func TestDesktopBrowser(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
+			// Which windows are there, top last.
+			w := mustRun(t, b, "for w in $(DISPLAY=:1 xdotool search --onlyvisible --class chromium); do DISPLAY=:1 xdotool getwindowname $w; done")
+			t.Logf("Chromium's windows: %q", w.Stdout)
 			t.Fatalf("the tab's page does not show on the desktop: %.1f%% of the screen is magenta", share*100)
 		}
 	}
