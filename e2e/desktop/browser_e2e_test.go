@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/target"
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/remote"
+
 	"github.com/upstash/box-go/box"
 	"github.com/upstash/box-go/boxtest"
 )
@@ -82,6 +86,20 @@ func TestDesktopBrowser(t *testing.T) {
 			t.Fatalf("the tab's page does not show on the desktop: %.1f%% of the screen is magenta", share*100)
 		}
 	}
+
+	// The CDP URL reaches the same tab; leaving it leaves the desktop's
+	// Chromium running (the tab the desktop opens below shows it).
+	cdpURL, err := b.Browser.CDPURL(ctx)
+	if err != nil {
+		t.Fatalf("CDPURL: %v", err)
+	}
+	actx, cancel := remote.NewAllocator(ctx, cdpURL)
+	cctx, cancelTab := chromedp.NewContext(actx, chromedp.WithTargetID(target.ID(tab.ID())))
+	if title, err := chromedp.Run(cctx, chromedp.Evaluate[string](`document.title`)); err != nil || title != "magenta page" {
+		t.Errorf("document.title over the CDP URL = %q, %v", title, err)
+	}
+	cancelTab()
+	cancel()
 
 	// A tab the desktop opens is the browser API's too.
 	if err := b.Desktop.Open(ctx, site+"other.html"); err != nil {
