@@ -16,16 +16,21 @@ import (
 )
 
 // ErrNoBrowser is returned, before any request, by every browser call on a
-// box that was not created with [CreateParams].Browser.
-var ErrNoBrowser = errors.New("box: this box has no browser; create it with Browser: true")
+// box that was created with neither [CreateParams].Browser nor
+// [CreateParams].Desktop.
+var ErrNoBrowser = errors.New("box: this box has no browser; create it with Browser: true, or with Desktop: true to drive the desktop's Chromium")
 
 // ErrNoSelector is returned, before any request, by [Tab.ActOn] for an
 // action without a selector: only a resolved action can be replayed.
 // Like every error of a call's arguments it matches ErrInvalid too.
 var ErrNoSelector = invalidSentinel("box: the action has no Selector, so it cannot be replayed; use Tab.Act with an instruction")
 
-// Browser is the headless Chromium of a box created with Browser: true.
-// Tab management lives here; page operations live on [Tab].
+// Browser is the headless Chromium of a box created with Browser: true,
+// or, on a box created with Desktop: true (and not Browser), the desktop's
+// own Chromium, once [Desktop.Start] has started it: its calls then fail
+// with a 409 [*Error] while the desktop is stopped. Recordings are of a
+// Browser: true box's Chromium only. Tab management lives here; page
+// operations live on [Tab].
 type Browser struct {
 	b *Box
 	// Tabs opens tabs.
@@ -43,7 +48,7 @@ func newBrowser(b *Box) *Browser {
 
 // check refuses a box without a browser before any request.
 func (br *Browser) check() error {
-	if !br.b.Info().Browser {
+	if info := br.b.Info(); !info.Browser && !info.Desktop {
 		return ErrNoBrowser
 	}
 	return nil

@@ -385,6 +385,9 @@ func New(cfg Config) (*Server, error) {
 		ChromiumPath: cfg.ChromiumPath,
 		Isolation:    s.cfg.Isolation,
 		ProviderURLs: cfg.ModelProviderURLs,
+		// The desktops are made below, before boxd serves.
+		Desktop:             func(id string) bool { return s.desktops.Running(id) },
+		DesktopDevtoolsPort: desktop.DevtoolsPort,
 	})
 	s.onClose(s.browsers.Close)
 	s.core.OnStarted(s.browsers.Warm)

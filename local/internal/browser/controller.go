@@ -470,6 +470,19 @@ func (c *Controller) NewTab(ctx context.Context, url, waitUntil string, timeout 
 	return Tab{ID: id, URL: cur.URL, Title: cur.Title}, nil
 }
 
+// Raise brings tab id's window to the front of the screen, for a browser
+// with a display (a desktop's): a window it opens may be stacked under
+// the ones it had.
+func (c *Controller) Raise(ctx context.Context, id string) error {
+	if _, err := cdp.Call(ctx, c.session(), target.ActivateTarget, target.ActivateTargetParams{TargetID: target.ID(id)}); err != nil {
+		if err := c.wrap(err); errors.Is(err, ErrClosed) {
+			return err
+		}
+		return ErrNoTab
+	}
+	return nil
+}
+
 // CloseTab closes a tab.
 func (c *Controller) CloseTab(ctx context.Context, id string) error {
 	res, err := cdp.Call(ctx, c.session(), target.GetTargetInfo, target.GetTargetInfoParams{TargetID: target.ID(id)})

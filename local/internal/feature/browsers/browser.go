@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -45,6 +46,13 @@ import (
 // chromedp, and the box's coding agent with the Chrome DevTools MCP server
 // (runMCPServers). Its traffic leaves through the box's egress proxy,
 // under the box's network policy.
+//
+// A box created with desktop: true (and not browser: true) has the
+// desktop's headed Chromium as its browser, once its desktop runs: boxd
+// attaches to its DevTools port (reading the browser target's path from
+// /json/version) and serves the same operations, CDP URL and live view on
+// it. The desktop owns that Chromium: boxd never starts or ends it, and a
+// call while the desktop is stopped is a conflict that says to start it.
 //
 // The CDP URL and the live view are served by boxd without the API key,
 // behind a random token that expires: cdpTokenTTL and liveTokenTTL after
@@ -97,14 +105,14 @@ type linkToken struct {
 // boxBrowser is the Chromium of one box.
 type boxBrowser struct {
 	id    string
-	start sync.Mutex // one start at a time
+	start sync.Mutex // one start (or attach) at a time
 
 	mu     sync.Mutex
 	ctl    *browser.Controller
 	port   int
 	path   string             // the browser target's DevTools path
-	stop   context.CancelFunc // ends the Chromium process
-	exited chan struct{}      // closed when it has ended
+	stop   context.CancelFunc // ends the Chromium process; nil for a desktop's
+	exited chan struct{}      // closed when it has ended; nil for a desktop's
 	output *tailWriter
 	conns  map[net.Conn]struct{} // CDP connections through boxd
 }
@@ -186,15 +194,19 @@ func (bs *Browsers) box(id string) *boxBrowser {
 
 // noBrowser is the answer for a box created without one.
 func noBrowser(b *store.Box) error {
-	return errdefs.Conflict("box %s has no browser: create it with browser: true", b.ID)
+	return errdefs.Conflict("box %s has no browser: create it with browser: true (or desktop: true, for the desktop's Chromium)", b.ID)
 }
 
-// ensure returns b's browser, starting the box and Chromium as needed.
+// onDesktop reports whether b's browser is its desktop's Chromium.
+func onDesktop(b *store.Box) bool { return b.Desktop && !b.Browser }
+
+// ensure returns b's browser, starting the box and Chromium as needed (on
+// a desktop box, attaching to the desktop's Chromium).
 func (bs *Browsers) ensure(ctx context.Context, b *store.Box) (*boxBrowser, *browser.Controller, error) {
-	if !b.Browser {
+	if !b.Browser && !b.Desktop {
 		return nil, nil, noBrowser(b)
 	}
-	if bs.chromiumErr != nil {
+	if !onDesktop(b) && bs.chromiumErr != nil {
 		return nil, nil, errdefs.NotImplemented("boxd cannot run a browser here: %v", bs.chromiumErr)
 	}
 	bs.mu.Lock()
@@ -207,7 +219,115 @@ func (bs *Browsers) ensure(ctx context.Context, b *store.Box) (*boxBrowser, *bro
 	if err != nil {
 		return nil, nil, err
 	}
+	if onDesktop(b) {
+		return bs.attach(ctx, b)
+	}
 	return bs.startIn(ctx, rt, b)
+}
+
+// desktopRunning reports whether box id's desktop runs.
+func (bs *Browsers) desktopRunning(id string) bool {
+	return bs.cfg.Desktop != nil && bs.cfg.Desktop(id)
+}
+
+// attach returns the browser of desktop box b, whose sandbox runs:
+// its desktop's Chromium, connected to unless it is already.
+func (bs *Browsers) attach(ctx context.Context, b *store.Box) (*boxBrowser, *browser.Controller, error) {
+	bb := bs.box(b.ID)
+	bb.start.Lock()
+	defer bb.start.Unlock()
+	if !bs.desktopRunning(b.ID) {
+		bb.shutdown()
+		return nil, nil, errdefs.Conflict("the box's browser is its desktop's Chromium, and the desktop is not running: start it first with POST /v2/box/%s/desktop/start", b.ID)
+	}
+	if ctl := bb.alive(); ctl != nil {
+		return bb, ctl, nil
+	}
+	bb.shutdown()
+	port := bs.cfg.DesktopDevtoolsPort
+	path, err := bs.desktopTarget(ctx, b.ID, port)
+	if err != nil {
+		return nil, nil, err
+	}
+	id := b.ID
+	ctl, err := browser.Connect(ctx, func(ctx context.Context) (net.Conn, error) { return bs.dial(ctx, id, port) }, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("attaching to the desktop's Chromium: %w", err)
+	}
+	bb.mu.Lock()
+	bb.ctl, bb.port, bb.path, bb.stop, bb.exited, bb.output = ctl, port, path, nil, nil, nil
+	bb.mu.Unlock()
+	bs.host.Logf(b.ID, "info", "system", "browser attached to the desktop's Chromium")
+	go func() {
+		<-ctl.Done()
+		ctl.Close()
+	}()
+	return bb, ctl, nil
+}
+
+// desktopAttachWait bounds the wait for a desktop's Chromium to open its
+// DevTools port: it starts in the background of the desktop's start.
+const desktopAttachWait = 30 * time.Second
+
+// desktopTarget returns the DevTools path of the browser target of the
+// Chromium on port in box id, from its /json/version, waiting for the
+// port to open while the desktop runs.
+func (bs *Browsers) desktopTarget(ctx context.Context, id string, port int) (string, error) {
+	client := &http.Client{
+		Transport: &http.Transport{
+			DialContext:       func(ctx context.Context, _, _ string) (net.Conn, error) { return bs.dial(ctx, id, port) },
+			DisableKeepAlives: true,
+		},
+		Timeout: 5 * time.Second,
+	}
+	defer client.CloseIdleConnections()
+	u := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) + "/json/version"
+	var last error
+	for deadline := time.Now().Add(desktopAttachWait); ; {
+		path, err := readTarget(ctx, client, u)
+		if err == nil {
+			return path, nil
+		}
+		last = err
+		if !bs.desktopRunning(id) {
+			return "", errdefs.Conflict("the box's desktop stopped: start it first with POST /v2/box/%s/desktop/start", id)
+		}
+		if time.Now().After(deadline) {
+			return "", errdefs.Unavailable("the desktop's Chromium does not answer on its DevTools port %d: %v", port, last)
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// readTarget reads the browser target's path from a /json/version URL.
+func readTarget(ctx context.Context, client *http.Client, u string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("/json/version answered %s", resp.Status)
+	}
+	var v struct {
+		URL string `json:"webSocketDebuggerUrl"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&v); err != nil {
+		return "", fmt.Errorf("/json/version: %w", err)
+	}
+	ws, err := url.Parse(v.URL)
+	if err != nil || !strings.HasPrefix(ws.Path, "/devtools/browser/") {
+		return "", fmt.Errorf("/json/version gave no browser target: %q", v.URL)
+	}
+	return ws.Path, nil
 }
 
 // startIn returns the browser of box b, whose sandbox runs, starting

@@ -48,7 +48,7 @@ func (bs *Browsers) aiBrowserOf(ctx context.Context, id string, model *string) (
 	if err != nil {
 		return nil, nil, nil, "", err
 	}
-	if !b.Browser {
+	if !b.Browser && !b.Desktop {
 		return nil, nil, nil, "", noBrowser(b)
 	}
 	p, m, err := bs.provider(b, model)
@@ -141,13 +141,20 @@ func (bs *Browsers) CreateBrowserTab(ctx context.Context, req gen.CreateBrowserT
 		}
 		timeout = time.Duration(*req.Body.Timeout) * time.Millisecond
 	}
-	_, ctl, err := bs.browserOf(ctx, req.ID)
+	b, ctl, err := bs.browserOf(ctx, req.ID)
 	if err != nil {
 		return nil, err
 	}
 	t, err := ctl.NewTab(ctx, u, wait, timeout)
 	if err != nil {
 		return nil, browserError(err, "")
+	}
+	if onDesktop(b) {
+		// A desktop's window manager may stack the new window under the
+		// one it had: the tab opened is the one the screen shows.
+		if err := ctl.Raise(ctx, t.ID); err != nil {
+			return nil, browserError(err, t.ID)
+		}
 	}
 	out := gen.BrowserTab{ID: t.ID}
 	if t.URL != "" {

@@ -1,5 +1,6 @@
 // Package browsers is the browser feature: the Chromium of a browser box,
-// started in the box with it, driven through tabs, content, screenshots,
+// started in the box with it (or, on a desktop box, the desktop's
+// Chromium, which it attaches to), driven through tabs, content, screenshots,
 // screencasts and the AI operations (extract, observe, act), reached by
 // CDP and live view URLs that carry a token of their own, and recorded as
 // HLS (recordings.go). It owns the box's Chromium process, the URL
@@ -54,6 +55,11 @@ type Config struct {
 	// ProviderURLs are the operator's model provider URLs, for the AI
 	// operations.
 	ProviderURLs map[string]string
+	// Desktop reports whether the desktop of box id runs; nil means no
+	// desktop ever does. The browser of a desktop box is the desktop's
+	// Chromium, whose DevTools listen on DesktopDevtoolsPort.
+	Desktop             func(id string) (running bool)
+	DesktopDevtoolsPort int
 }
 
 // Chromium returns the Chromium that boxes run, or why there is none.

@@ -182,10 +182,19 @@ func (rs *recordings) touch(boxID string) {
 	}
 }
 
+// noRecorder is the answer for a recording of a box without a browser of
+// its own: a desktop's Chromium is not recorded.
+func noRecorder(b *store.Box) error {
+	if b.Desktop {
+		return errdefs.Conflict("box %s has no browser to record: recordings are of the Chromium of a box created with browser: true, not of a desktop's", b.ID)
+	}
+	return noBrowser(b)
+}
+
 // start starts a recording of b's browser.
 func (rs *recordings) start(ctx context.Context, b *store.Box, maxSeconds int) (*store.Recording, error) {
 	if !b.Browser {
-		return nil, noBrowser(b)
+		return nil, noRecorder(b)
 	}
 	if rs.ffmpegErr != nil {
 		return nil, errdefs.NotImplemented("boxd cannot record here: %v", rs.ffmpegErr)
@@ -429,7 +438,7 @@ func (bs *Browsers) StopBrowserRecording(ctx context.Context, req gen.StopBrowse
 		return nil, err
 	}
 	if !b.Browser {
-		return nil, noBrowser(b)
+		return nil, noRecorder(b)
 	}
 	rec, err := bs.recs.stop(ctx, b.ID)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -65,6 +66,10 @@ const (
 	vncPort         = 5900
 	vncViewOnlyPort = 5901
 )
+
+// DevtoolsPort is where the desktop's Chromium listens for DevTools, on
+// the box's loopback; the browser feature attaches to it there.
+const DevtoolsPort = 9223
 
 // Programs are the host programs a desktop needs, with the Debian
 // package of each.
@@ -123,6 +128,13 @@ type session struct {
 	// view is the live viewer's grant; nil when the desktop is not
 	// viewable. Guarded by Desktops.mu.
 	view *grant
+}
+
+// Running reports whether the desktop of box id runs (it may be paused
+// with its box).
+func (ds *Desktops) Running(id string) bool {
+	_, err := ds.running(id)
+	return err == nil
 }
 
 func (s *session) running() bool {
@@ -203,7 +215,7 @@ func (ds *Desktops) running(id string) (*session, error) {
 // the display answers, and waits for them: the session is this script's
 // process, and its end (or its kill) ends them all. $1 is the screen's
 // size, $2 the Chromium to run, $3 a URL to open.
-const startScript = `
+var startScript = `
 export DISPLAY=` + Display + `
 size="$1"; chromium="$2"; open="$3"
 rm -f /tmp/.X11-unix/X1 /tmp/.X1-lock
@@ -220,7 +232,7 @@ dir="${TMPDIR:-/tmp}/.boxd-desktop-chromium"
 "$chromium" --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run --no-default-browser-check \
 	--disable-background-networking --disable-component-update --disable-sync --password-store=basic \
 	--disable-breakpad --test-type --window-position=0,0 --window-size="$(echo "$size" | tr x ,)" --user-data-dir="$dir" \
-	--remote-debugging-address=127.0.0.1 --remote-debugging-port=9223 \
+	--remote-debugging-address=127.0.0.1 --remote-debugging-port=` + strconv.Itoa(DevtoolsPort) + ` \
 	${HTTP_PROXY:+"--proxy-server=$HTTP_PROXY"} ${open:+"$open"} >/tmp/.boxd-chromium.log 2>&1 &
 echo ready
 wait
