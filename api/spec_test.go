@@ -508,3 +508,38 @@ func TestDesignedSchemasAreMarked(t *testing.T) {
 		}
 	}
 }
+
+// TestDesktopBranchBrowserWire: the desktop branch of the official SDK
+// drives the browser with no tab (goto, content, extract, observe) and
+// reads links as {t, h}. The tab stays optional there, and a link keeps
+// {text, href} required beside its branch-only pair.
+func TestDesktopBranchBrowserWire(t *testing.T) {
+	doc := loadSpec(t)
+	byID := map[string]*openapi3.Operation{}
+	for _, o := range operations(doc) {
+		byID[o.op.OperationID] = o.op
+	}
+	p := byID["getBrowserContent"].Parameters.GetByInAndName("query", "tab")
+	if p == nil || p.Required {
+		t.Error("getBrowserContent: query parameter tab must exist and be optional")
+	}
+	if p := byID["browserScreenshot"].Parameters.GetByInAndName("query", "tab"); p == nil || !p.Required {
+		t.Error("browserScreenshot: query parameter tab must stay required")
+	}
+	for _, name := range []string{"BrowserGotoRequest", "BrowserExtractRequest", "BrowserObserveRequest"} {
+		s := doc.Components.Schemas[name].Value
+		if s.Properties["tab"] == nil || slices.Contains(s.Required, "tab") {
+			t.Errorf("%s: tab must exist and be optional", name)
+		}
+	}
+	link := doc.Components.Schemas["BrowserLink"].Value
+	if !slices.Equal(link.Required, []string{"text", "href"}) {
+		t.Errorf("BrowserLink required = %v, want [text href]", link.Required)
+	}
+	for _, prop := range []string{"t", "h"} {
+		p := link.Properties[prop]
+		if p == nil || p.Value.Extensions["x-box-evidence"] != "branch-sdk" {
+			t.Errorf("BrowserLink.%s must exist with x-box-evidence: branch-sdk", prop)
+		}
+	}
+}

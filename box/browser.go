@@ -213,7 +213,15 @@ type BrowserLink struct {
 func (t *Tab) content(c *gen.BrowserContent) *BrowserContent {
 	out := &BrowserContent{Title: c.Title, URL: c.URL, Text: c.Text, Links: make([]BrowserLink, len(c.Links))}
 	for i, l := range c.Links {
-		out.Links[i] = BrowserLink{Text: l.Text, Href: l.Href}
+		// A server of the desktop branch's wire names a link {t, h}.
+		text, href := l.Text, l.Href
+		if text == "" {
+			text = deref(l.T)
+		}
+		if href == "" {
+			href = deref(l.H)
+		}
+		out.Links[i] = BrowserLink{Text: text, Href: href}
 	}
 	t.mu.Lock()
 	t.url, t.title = c.URL, c.Title
@@ -228,7 +236,7 @@ func (t *Tab) Goto(ctx context.Context, url string, opts ...Option) (*BrowserCon
 	if err := t.check(); err != nil {
 		return nil, err
 	}
-	r, err := call[gen.BrowserContent](t.br.b.c.api.BrowserGoto(ctx, t.br.b.id, gen.BrowserGotoRequest{Tab: t.id, URL: url}))
+	r, err := call[gen.BrowserContent](t.br.b.c.api.BrowserGoto(ctx, t.br.b.id, gen.BrowserGotoRequest{Tab: ptr(t.id), URL: url}))
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +249,7 @@ func (t *Tab) Content(ctx context.Context, opts ...Option) (*BrowserContent, err
 	if err := t.check(); err != nil {
 		return nil, err
 	}
-	r, err := call[gen.BrowserContent](t.br.b.c.api.GetBrowserContent(ctx, t.br.b.id, &gen.GetBrowserContentParams{Tab: t.id}))
+	r, err := call[gen.BrowserContent](t.br.b.c.api.GetBrowserContent(ctx, t.br.b.id, &gen.GetBrowserContentParams{Tab: ptr(t.id)}))
 	if err != nil {
 		return nil, err
 	}
@@ -348,7 +356,7 @@ func Extract[T any](ctx context.Context, t *Tab, instruction string, p *AIParams
 
 func (t *Tab) extract(ctx context.Context, instruction string, schema map[string]any, rs *jsonschema.Resolved, dst any, p *AIParams) error {
 	r, err := call[gen.BrowserExtractResponse](t.br.b.c.api.BrowserExtract(ctx, t.br.b.id, gen.BrowserExtractRequest{
-		Tab: t.id, Instruction: instruction, Schema: schema, Model: p.model(),
+		Tab: ptr(t.id), Instruction: instruction, Schema: schema, Model: p.model(),
 	}))
 	if err != nil {
 		return err
@@ -435,7 +443,7 @@ func (t *Tab) Observe(ctx context.Context, instruction string, p *AIParams, opts
 		return nil, err
 	}
 	r, err := call[gen.BrowserObserveResponse](t.br.b.c.api.BrowserObserve(ctx, t.br.b.id, gen.BrowserObserveRequest{
-		Tab: t.id, Instruction: instruction, Model: p.model(),
+		Tab: ptr(t.id), Instruction: instruction, Model: p.model(),
 	}))
 	if err != nil {
 		return nil, err

@@ -960,7 +960,11 @@ type BrowserExtractRequest struct {
 
 	// Schema JSON Schema of the data to extract.
 	Schema map[string]interface{} `json:"schema"`
-	Tab    string                 `json:"tab"`
+
+	// Tab The tab id, which the Go and newest official SDKs always send. Absent means the
+	// browser's foreground tab: that is the wire of the desktop branch of the official
+	// SDK (`branch-sdk`), which sends no `tab` and drives a desktop box's Chromium.
+	Tab *string `json:"tab,omitempty"`
 }
 
 // BrowserExtractResponse defines model for BrowserExtractResponse.
@@ -971,21 +975,35 @@ type BrowserExtractResponse struct {
 
 // BrowserGotoRequest defines model for BrowserGotoRequest.
 type BrowserGotoRequest struct {
-	Tab string `json:"tab"`
-	URL string `json:"url"`
+	// Tab The tab id, which the Go and newest official SDKs always send. Absent means the
+	// browser's foreground tab: that is the wire of the desktop branch of the official
+	// SDK (`branch-sdk`), which sends no `tab` and drives a desktop box's Chromium.
+	Tab *string `json:"tab,omitempty"`
+	URL string  `json:"url"`
 }
 
-// BrowserLink defines model for BrowserLink.
+// BrowserLink A link. The desktop branch of the official SDK reads `{t, h}` instead of
+// `{text, href}`: an answer to a request that named no tab carries both pairs, with
+// the same values, so that either generation decodes it.
 type BrowserLink struct {
-	Href string `json:"href"`
-	Text string `json:"text"`
+	// H The link's URL again; sent only when the request named no tab.
+	H    *string `json:"h,omitempty"`
+	Href string  `json:"href"`
+
+	// T The link's text again; sent only when the request named no tab.
+	T    *string `json:"t,omitempty"`
+	Text string  `json:"text"`
 }
 
 // BrowserObserveRequest defines model for BrowserObserveRequest.
 type BrowserObserveRequest struct {
 	Instruction string  `json:"instruction"`
 	Model       *string `json:"model,omitempty"`
-	Tab         string  `json:"tab"`
+
+	// Tab The tab id, which the Go and newest official SDKs always send. Absent means the
+	// browser's foreground tab: that is the wire of the desktop branch of the official
+	// SDK (`branch-sdk`), which sends no `tab` and drives a desktop box's Chromium.
+	Tab *string `json:"tab,omitempty"`
 }
 
 // BrowserObserveResponse defines model for BrowserObserveResponse.
@@ -2277,6 +2295,9 @@ type EnvKey = string
 // Folder defines model for Folder.
 type Folder = string
 
+// ForegroundTabQuery defines model for ForegroundTabQuery.
+type ForegroundTabQuery = string
+
 // RecordingID defines model for RecordingId.
 type RecordingID = string
 
@@ -2324,8 +2345,10 @@ type DeleteSnapshotsParams struct {
 
 // GetBrowserContentParams defines parameters for GetBrowserContent.
 type GetBrowserContentParams struct {
-	// Tab The tab id.
-	Tab TabQuery `form:"tab" json:"tab"`
+	// Tab The tab id, which the Go and newest official SDKs always send. Absent means the
+	// browser's foreground tab: that is the wire of the desktop branch of the official
+	// SDK (`branch-sdk`), which sends no `tab` and drives a desktop box's Chromium.
+	Tab *ForegroundTabQuery `form:"tab,omitempty" json:"tab,omitempty"`
 }
 
 // ListBrowserRecordingsParams defines parameters for ListBrowserRecordings.
@@ -3087,10 +3110,18 @@ type ClientInterface interface {
 
 	// GetBrowserContent Read the page of a tab
 	//
+	// Reads `tab`, or, without the query parameter, the browser's foreground tab (the
+	// desktop branch of the official SDK sends no `tab`). With no tab open at all the
+	// answer is 409.
+	//
 	// Corresponds with GET /v2/box/{id}/browser/content (the `GetBrowserContent` operationId).
 	GetBrowserContent(ctx context.Context, id BoxID, params *GetBrowserContentParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// BrowserExtractWithBody Extract structured data from a tab with an LLM
+	//
+	// Reads `tab`, or, when the body names no tab, the browser's foreground tab (the
+	// desktop branch of the official SDK sends `{instruction, schema, model?}`). With no
+	// tab open at all the answer is 409.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3099,12 +3130,20 @@ type ClientInterface interface {
 
 	// BrowserExtract Extract structured data from a tab with an LLM
 	//
+	// Reads `tab`, or, when the body names no tab, the browser's foreground tab (the
+	// desktop branch of the official SDK sends `{instruction, schema, model?}`). With no
+	// tab open at all the answer is 409.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v2/box/{id}/browser/extract (the `BrowserExtract` operationId).
 	BrowserExtract(ctx context.Context, id BoxID, body BrowserExtractJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// BrowserGotoWithBody Navigate a tab
+	//
+	// Navigates `tab`, or, when the body names no tab, the browser's foreground tab: the
+	// desktop branch of the official SDK sends `{url}` alone to drive a desktop box's
+	// Chromium. With no tab open at all the answer is 409.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3113,6 +3152,10 @@ type ClientInterface interface {
 
 	// BrowserGoto Navigate a tab
 	//
+	// Navigates `tab`, or, when the body names no tab, the browser's foreground tab: the
+	// desktop branch of the official SDK sends `{url}` alone to drive a desktop box's
+	// Chromium. With no tab open at all the answer is 409.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v2/box/{id}/browser/goto (the `BrowserGoto` operationId).
@@ -3120,12 +3163,20 @@ type ClientInterface interface {
 
 	// BrowserObserveWithBody Find actionable elements in a tab with an LLM
 	//
+	// Reads `tab`, or, when the body names no tab, the browser's foreground tab (the
+	// desktop branch of the official SDK sends `{instruction, model?}`). With no tab open
+	// at all the answer is 409.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v2/box/{id}/browser/observe (the `BrowserObserve` operationId).
 	BrowserObserveWithBody(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// BrowserObserve Find actionable elements in a tab with an LLM
+	//
+	// Reads `tab`, or, when the body names no tab, the browser's foreground tab (the
+	// desktop branch of the official SDK sends `{instruction, model?}`). With no tab open
+	// at all the answer is 409.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4751,6 +4802,10 @@ func (c *Client) BrowserConnect(ctx context.Context, id BoxID, reqEditors ...Req
 
 // GetBrowserContent Read the page of a tab
 //
+// Reads `tab`, or, without the query parameter, the browser's foreground tab (the
+// desktop branch of the official SDK sends no `tab`). With no tab open at all the
+// answer is 409.
+//
 // Corresponds with GET /v2/box/{id}/browser/content (the `GetBrowserContent` operationId).
 func (c *Client) GetBrowserContent(ctx context.Context, id BoxID, params *GetBrowserContentParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetBrowserContentRequest(c.Server, id, params)
@@ -4765,6 +4820,10 @@ func (c *Client) GetBrowserContent(ctx context.Context, id BoxID, params *GetBro
 }
 
 // BrowserExtractWithBody Extract structured data from a tab with an LLM
+//
+// Reads `tab`, or, when the body names no tab, the browser's foreground tab (the
+// desktop branch of the official SDK sends `{instruction, schema, model?}`). With no
+// tab open at all the answer is 409.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4783,6 +4842,10 @@ func (c *Client) BrowserExtractWithBody(ctx context.Context, id BoxID, contentTy
 
 // BrowserExtract Extract structured data from a tab with an LLM
 //
+// Reads `tab`, or, when the body names no tab, the browser's foreground tab (the
+// desktop branch of the official SDK sends `{instruction, schema, model?}`). With no
+// tab open at all the answer is 409.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v2/box/{id}/browser/extract (the `BrowserExtract` operationId).
@@ -4799,6 +4862,10 @@ func (c *Client) BrowserExtract(ctx context.Context, id BoxID, body BrowserExtra
 }
 
 // BrowserGotoWithBody Navigate a tab
+//
+// Navigates `tab`, or, when the body names no tab, the browser's foreground tab: the
+// desktop branch of the official SDK sends `{url}` alone to drive a desktop box's
+// Chromium. With no tab open at all the answer is 409.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4817,6 +4884,10 @@ func (c *Client) BrowserGotoWithBody(ctx context.Context, id BoxID, contentType 
 
 // BrowserGoto Navigate a tab
 //
+// Navigates `tab`, or, when the body names no tab, the browser's foreground tab: the
+// desktop branch of the official SDK sends `{url}` alone to drive a desktop box's
+// Chromium. With no tab open at all the answer is 409.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v2/box/{id}/browser/goto (the `BrowserGoto` operationId).
@@ -4834,6 +4905,10 @@ func (c *Client) BrowserGoto(ctx context.Context, id BoxID, body BrowserGotoJSON
 
 // BrowserObserveWithBody Find actionable elements in a tab with an LLM
 //
+// Reads `tab`, or, when the body names no tab, the browser's foreground tab (the
+// desktop branch of the official SDK sends `{instruction, model?}`). With no tab open
+// at all the answer is 409.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v2/box/{id}/browser/observe (the `BrowserObserve` operationId).
@@ -4850,6 +4925,10 @@ func (c *Client) BrowserObserveWithBody(ctx context.Context, id BoxID, contentTy
 }
 
 // BrowserObserve Find actionable elements in a tab with an LLM
+//
+// Reads `tab`, or, when the body names no tab, the browser's foreground tab (the
+// desktop branch of the official SDK sends `{instruction, model?}`). With no tab open
+// at all the answer is 409.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -8053,12 +8132,16 @@ func NewGetBrowserContentRequest(server string, id BoxID, params *GetBrowserCont
 		// per the OpenAPI spec (e.g. "color=blue,black,brown").
 		var rawQueryFragments []string
 
-		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tab", params.Tab, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
-			return nil, err
-		} else {
-			for _, qp := range strings.Split(queryFrag, "&") {
-				rawQueryFragments = append(rawQueryFragments, qp)
+		if params.Tab != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tab", *params.Tab, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
 			}
+
 		}
 
 		if encoded := queryValues.Encode(); encoded != "" {
@@ -12600,12 +12683,20 @@ type ClientWithResponsesInterface interface {
 
 	// GetBrowserContentWithResponse Read the page of a tab
 	//
+	// Reads `tab`, or, without the query parameter, the browser's foreground tab (the
+	// desktop branch of the official SDK sends no `tab`). With no tab open at all the
+	// answer is 409.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v2/box/{id}/browser/content (the `GetBrowserContent` operationId).
 	GetBrowserContentWithResponse(ctx context.Context, id BoxID, params *GetBrowserContentParams, reqEditors ...RequestEditorFn) (*GetBrowserContentHTTPResponse, error)
 
 	// BrowserExtractWithBodyWithResponse Extract structured data from a tab with an LLM
+	//
+	// Reads `tab`, or, when the body names no tab, the browser's foreground tab (the
+	// desktop branch of the official SDK sends `{instruction, schema, model?}`). With no
+	// tab open at all the answer is 409.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -12614,12 +12705,20 @@ type ClientWithResponsesInterface interface {
 
 	// BrowserExtractWithResponse Extract structured data from a tab with an LLM
 	//
+	// Reads `tab`, or, when the body names no tab, the browser's foreground tab (the
+	// desktop branch of the official SDK sends `{instruction, schema, model?}`). With no
+	// tab open at all the answer is 409.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v2/box/{id}/browser/extract (the `BrowserExtract` operationId).
 	BrowserExtractWithResponse(ctx context.Context, id BoxID, body BrowserExtractJSONRequestBody, reqEditors ...RequestEditorFn) (*BrowserExtractHTTPResponse, error)
 
 	// BrowserGotoWithBodyWithResponse Navigate a tab
+	//
+	// Navigates `tab`, or, when the body names no tab, the browser's foreground tab: the
+	// desktop branch of the official SDK sends `{url}` alone to drive a desktop box's
+	// Chromium. With no tab open at all the answer is 409.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -12628,6 +12727,10 @@ type ClientWithResponsesInterface interface {
 
 	// BrowserGotoWithResponse Navigate a tab
 	//
+	// Navigates `tab`, or, when the body names no tab, the browser's foreground tab: the
+	// desktop branch of the official SDK sends `{url}` alone to drive a desktop box's
+	// Chromium. With no tab open at all the answer is 409.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v2/box/{id}/browser/goto (the `BrowserGoto` operationId).
@@ -12635,12 +12738,20 @@ type ClientWithResponsesInterface interface {
 
 	// BrowserObserveWithBodyWithResponse Find actionable elements in a tab with an LLM
 	//
+	// Reads `tab`, or, when the body names no tab, the browser's foreground tab (the
+	// desktop branch of the official SDK sends `{instruction, model?}`). With no tab open
+	// at all the answer is 409.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v2/box/{id}/browser/observe (the `BrowserObserve` operationId).
 	BrowserObserveWithBodyWithResponse(ctx context.Context, id BoxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BrowserObserveHTTPResponse, error)
 
 	// BrowserObserveWithResponse Find actionable elements in a tab with an LLM
+	//
+	// Reads `tab`, or, when the body names no tab, the browser's foreground tab (the
+	// desktop branch of the official SDK sends `{instruction, model?}`). With no tab open
+	// at all the answer is 409.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -22510,6 +22621,10 @@ func (c *ClientWithResponses) BrowserConnectWithResponse(ctx context.Context, id
 
 // GetBrowserContentWithResponse Read the page of a tab
 //
+// Reads `tab`, or, without the query parameter, the browser's foreground tab (the
+// desktop branch of the official SDK sends no `tab`). With no tab open at all the
+// answer is 409.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v2/box/{id}/browser/content (the `GetBrowserContent` operationId).
@@ -22522,6 +22637,10 @@ func (c *ClientWithResponses) GetBrowserContentWithResponse(ctx context.Context,
 }
 
 // BrowserExtractWithBodyWithResponse Extract structured data from a tab with an LLM
+//
+// Reads `tab`, or, when the body names no tab, the browser's foreground tab (the
+// desktop branch of the official SDK sends `{instruction, schema, model?}`). With no
+// tab open at all the answer is 409.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -22536,6 +22655,10 @@ func (c *ClientWithResponses) BrowserExtractWithBodyWithResponse(ctx context.Con
 
 // BrowserExtractWithResponse Extract structured data from a tab with an LLM
 //
+// Reads `tab`, or, when the body names no tab, the browser's foreground tab (the
+// desktop branch of the official SDK sends `{instruction, schema, model?}`). With no
+// tab open at all the answer is 409.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v2/box/{id}/browser/extract (the `BrowserExtract` operationId).
@@ -22548,6 +22671,10 @@ func (c *ClientWithResponses) BrowserExtractWithResponse(ctx context.Context, id
 }
 
 // BrowserGotoWithBodyWithResponse Navigate a tab
+//
+// Navigates `tab`, or, when the body names no tab, the browser's foreground tab: the
+// desktop branch of the official SDK sends `{url}` alone to drive a desktop box's
+// Chromium. With no tab open at all the answer is 409.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -22562,6 +22689,10 @@ func (c *ClientWithResponses) BrowserGotoWithBodyWithResponse(ctx context.Contex
 
 // BrowserGotoWithResponse Navigate a tab
 //
+// Navigates `tab`, or, when the body names no tab, the browser's foreground tab: the
+// desktop branch of the official SDK sends `{url}` alone to drive a desktop box's
+// Chromium. With no tab open at all the answer is 409.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v2/box/{id}/browser/goto (the `BrowserGoto` operationId).
@@ -22575,6 +22706,10 @@ func (c *ClientWithResponses) BrowserGotoWithResponse(ctx context.Context, id Bo
 
 // BrowserObserveWithBodyWithResponse Find actionable elements in a tab with an LLM
 //
+// Reads `tab`, or, when the body names no tab, the browser's foreground tab (the
+// desktop branch of the official SDK sends `{instruction, model?}`). With no tab open
+// at all the answer is 409.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v2/box/{id}/browser/observe (the `BrowserObserve` operationId).
@@ -22587,6 +22722,10 @@ func (c *ClientWithResponses) BrowserObserveWithBodyWithResponse(ctx context.Con
 }
 
 // BrowserObserveWithResponse Find actionable elements in a tab with an LLM
+//
+// Reads `tab`, or, when the body names no tab, the browser's foreground tab (the
+// desktop branch of the official SDK sends `{instruction, model?}`). With no tab open
+// at all the answer is 409.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -32015,9 +32154,9 @@ func (siw *ServerInterfaceWrapper) GetBrowserContent(w http.ResponseWriter, r *h
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetBrowserContentParams
 
-	// ------------- Required query parameter "tab" -------------
+	// ------------- Optional query parameter "tab" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "tab", r.URL.Query(), &params.Tab, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tab", r.URL.Query(), &params.Tab, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {

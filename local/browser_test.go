@@ -249,9 +249,109 @@ func TestBrowserPages(t *testing.T) {
 	wantOK(t, "close", c.do("DELETE", base+"/tabs/"+tab2.ID, nil, nil))
 	wantError(t, "closed tab", c.do("GET", base+"/content?tab="+tab2.ID, nil, nil), 404, tab2.ID)
 	wantError(t, "close again", c.do("DELETE", base+"/tabs/"+tab2.ID, nil, nil), 404, tab2.ID)
-	wantError(t, "no tab", c.do("GET", base+"/content", nil, nil), 400, "tab")
+	// No tab named: the foreground tab, the one the test used last.
+	if content = decodeJSON[wireContent](t, "content without a tab", c.do("GET", base+"/content", nil, nil)); content.Title != "Third page" {
+		t.Errorf("content without a tab shows %q, want the foreground tab's Third page", content.Title)
+	}
 	wantError(t, "bad wait", c.do("POST", base+"/tabs", map[string]any{"url": site, "wait_until": "soon"}, nil), 400, "wait_until")
 	wantError(t, "unreachable", c.do("POST", base+"/tabs", map[string]any{"url": "http://127.0.0.1:1/"}, nil), 502, "ERR_")
+}
+
+// branchLink is a link as either generation of the official SDK reads
+// it: {text, href}, or the desktop branch's {t, h}.
+type branchLink struct {
+	Text string  `json:"text"`
+	Href string  `json:"href"`
+	T    *string `json:"t"`
+	H    *string `json:"h"`
+}
+
+type branchContent struct {
+	Title string       `json:"title"`
+	URL   string       `json:"url"`
+	Links []branchLink `json:"links"`
+}
+
+// wantBranchLinks checks a page's links: text and href as ever, and t and
+// h, the same values, exactly when the request named no tab.
+func wantBranchLinks(t *testing.T, what string, c branchContent, named bool, want ...string) {
+	t.Helper()
+	var got []string
+	for _, l := range c.Links {
+		got = append(got, l.Text+" "+l.Href)
+		switch {
+		case named && (l.T != nil || l.H != nil):
+			t.Errorf("%s: link %q carries t/h, but the request named its tab", what, l.Text)
+		case !named && (l.T == nil || l.H == nil || *l.T != l.Text || *l.H != l.Href):
+			t.Errorf("%s: link %+v, want t and h equal to text and href", what, l)
+		}
+	}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("%s: links = %q, want %q", what, got, want)
+	}
+}
+
+// TestBrowserWithoutTab drives a browser: true box's browser as the
+// official SDK's desktop branch does, naming no tab: goto and content use
+// the foreground tab (the last one used, else the one Chromium starts
+// with), links carry t and h beside text and href, and a browser with no
+// tab at all answers 409.
+func TestBrowserWithoutTab(t *testing.T) {
+	t.Parallel()
+	needBrowser(t)
+	site := browsertest.NewSite(t)
+	s := newBrowserServer(t, "", nil)
+	c := s.raw(t)
+	id := createBrowserBox(t, c, nil)
+	base := "/v2/box/" + id + "/browser"
+	fixtureLinks := []string{"Second page " + site + "/second", "Third page " + site + "/third"}
+
+	// The tab Chromium starts with.
+	got := decodeJSON[branchContent](t, "goto without a tab", c.do("POST", base+"/goto", map[string]any{"url": site + "/"}, nil))
+	if got.Title != "Fixture page" || got.URL != site+"/" {
+		t.Fatalf("goto without a tab = %+v", got)
+	}
+	wantBranchLinks(t, "goto without a tab", got, false, fixtureLinks...)
+	got = decodeJSON[branchContent](t, "content without a tab", c.do("GET", base+"/content", nil, nil))
+	if got.Title != "Fixture page" {
+		t.Fatalf("content without a tab = %+v", got)
+	}
+	wantBranchLinks(t, "content without a tab", got, false, fixtureLinks...)
+	tabs := decodeJSON[struct{ Tabs []wireTab }](t, "tabs", c.do("GET", base+"/tabs", nil, nil)).Tabs
+	if len(tabs) != 1 || tabs[0].URL != site+"/" {
+		t.Fatalf("tabs = %+v, want the one tab Chromium started with, on the page", tabs)
+	}
+	first := tabs[0].ID
+	got = decodeJSON[branchContent](t, "content of the named tab", c.do("GET", base+"/content?tab="+first, nil, nil))
+	wantBranchLinks(t, "content of the named tab", got, true, fixtureLinks...)
+	got = decodeJSON[branchContent](t, "content with an empty tab", c.do("GET", base+"/content?tab=", nil, nil))
+	wantBranchLinks(t, "content with an empty tab", got, false, fixtureLinks...)
+
+	// A new tab comes to the foreground; when it closes, the one used
+	// before it is back.
+	second := decodeJSON[wireTab](t, "second tab", c.do("POST", base+"/tabs", map[string]any{"url": site + "/second"}, nil))
+	got = decodeJSON[branchContent](t, "content after a new tab", c.do("GET", base+"/content", nil, nil))
+	if got.Title != "Second page" {
+		t.Errorf("content without a tab after a new tab shows %q, want Second page", got.Title)
+	}
+	wantBranchLinks(t, "content after a new tab", got, false, "Back home "+site+"/")
+	got = decodeJSON[branchContent](t, "goto a named tab", c.do("POST", base+"/goto", map[string]any{"tab": first, "url": site + "/third"}, nil))
+	if got.Title != "Third page" {
+		t.Errorf("goto of the first tab = %+v", got)
+	}
+	if got = decodeJSON[branchContent](t, "content after goto", c.do("GET", base+"/content", nil, nil)); got.Title != "Third page" {
+		t.Errorf("content without a tab after a goto of the first shows %q, want its Third page", got.Title)
+	}
+	wantOK(t, "close the first", c.do("DELETE", base+"/tabs/"+first, nil, nil))
+	if got = decodeJSON[branchContent](t, "content after close", c.do("GET", base+"/content", nil, nil)); got.Title != "Second page" {
+		t.Errorf("content without a tab after closing the first shows %q, want the second tab's Second page", got.Title)
+	}
+
+	// No tab at all.
+	wantOK(t, "close the second", c.do("DELETE", base+"/tabs/"+second.ID, nil, nil))
+	wantError(t, "content of a browser without tabs", c.do("GET", base+"/content", nil, nil), http.StatusConflict, "no open tab", base+"/tabs")
+	wantError(t, "goto in a browser without tabs", c.do("POST", base+"/goto", map[string]any{"url": site + "/"}, nil), http.StatusConflict, "no open tab")
+	wantError(t, "goto without a url", c.do("POST", base+"/goto", map[string]any{}, nil), http.StatusBadRequest, "url is required")
 }
 
 // TestBrowserCDP drives the box's browser from outside with chromedp over
@@ -413,6 +513,14 @@ func TestBrowserAI(t *testing.T) {
 		t.Errorf("an answer off the schema was asked again: %d calls, want 3", n)
 	}
 	wantError(t, "bad schema", c.do("POST", base+"/extract", map[string]any{"tab": tab.ID, "instruction": "x", "schema": map[string]any{"type": 5}}, nil), 400, "schema")
+	// The desktop branch's wire names no tab: the foreground tab is read.
+	got = decodeJSON[struct{ Data map[string]any }](t, "extract without a tab", c.do("POST", base+"/extract", map[string]any{"instruction": "the fruit and how many", "schema": schema}, nil))
+	if got.Data["fruit"] != "apples" || got.Data["count"] != float64(42) {
+		t.Errorf("extract without a tab = %v", got.Data)
+	}
+	if last := models.Calls()[len(models.Calls())-1]; !strings.Contains(last.Prompt, "The answer is 42 apples.") {
+		t.Errorf("extract without a tab did not show the provider the foreground page: %q", last.Prompt)
+	}
 
 	// Observe, then replay what it found: no model call.
 	obs := decodeJSON[struct {
@@ -425,6 +533,14 @@ func TestBrowserAI(t *testing.T) {
 	}](t, "observe", c.do("POST", base+"/observe", map[string]any{"tab": tab.ID, "instruction": "the add buttons"}, nil))
 	if len(obs.Elements) != 1 || obs.Elements[0].Selector != "#add" || obs.Elements[0].Method != "click" {
 		t.Fatalf("observe = %+v", obs.Elements)
+	}
+	obsNoTab := decodeJSON[struct {
+		Elements []struct {
+			Selector string `json:"selector"`
+		}
+	}](t, "observe without a tab", c.do("POST", base+"/observe", map[string]any{"instruction": "the add buttons"}, nil))
+	if len(obsNoTab.Elements) != 1 || obsNoTab.Elements[0].Selector != "#add" {
+		t.Errorf("observe without a tab = %+v", obsNoTab.Elements)
 	}
 	n := len(models.Calls())
 	e := obs.Elements[0]

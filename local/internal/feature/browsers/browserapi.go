@@ -101,6 +101,23 @@ func needTab(tab string) error {
 	return nil
 }
 
+// tabOr returns the tab a request names, or, when it names none, the
+// browser's foreground tab: the desktop branch of the official SDK drives
+// the browser with no tab (goto, content, extract, observe). named says
+// which it was.
+func tabOr(ctx context.Context, boxID string, ctl *browser.Controller, tab *string) (id string, named bool, err error) {
+	if t := wire.Deref(tab); strings.TrimSpace(t) != "" {
+		return t, true, nil
+	}
+	if fg := ctl.Foreground(ctx); fg != "" {
+		return fg, false, nil
+	}
+	if _, err := ctl.Tabs(ctx); err != nil {
+		return "", false, browserError(err, "")
+	}
+	return "", false, errdefs.Conflict("the browser of box %s has no open tab to use when the request names none: open one with POST /v2/box/%s/browser/tabs", boxID, boxID)
+}
+
 func needURL(raw string) error {
 	if strings.TrimSpace(raw) == "" {
 		return errdefs.Invalid("url is required")
@@ -112,10 +129,17 @@ func needURL(raw string) error {
 	return nil
 }
 
-func contentOf(c *browser.Content) gen.BrowserContent {
+// contentOf is a page on the wire. When the request named no tab, as the
+// desktop branch of the official SDK sends it, each link also carries the
+// names that branch reads, t and h.
+func contentOf(c *browser.Content, named bool) gen.BrowserContent {
 	out := gen.BrowserContent{Title: c.Title, URL: c.URL, Text: c.Text}
 	for _, l := range c.Links {
-		out.Links = append(out.Links, gen.BrowserLink{Text: l.Text, Href: l.Href})
+		link := gen.BrowserLink{Text: l.Text, Href: l.Href}
+		if !named {
+			link.T, link.H = wire.Ptr(l.Text), wire.Ptr(l.Href)
+		}
+		out.Links = append(out.Links, link)
 	}
 	return out
 }
@@ -204,38 +228,40 @@ func (bs *Browsers) BrowserGoto(ctx context.Context, req gen.BrowserGotoRequestO
 	if req.Body == nil {
 		return nil, errdefs.Invalid("request body is required")
 	}
-	if err := needTab(req.Body.Tab); err != nil {
-		return nil, err
-	}
 	if err := needURL(req.Body.URL); err != nil {
 		return nil, err
 	}
-	_, ctl, err := bs.browserOf(ctx, req.ID)
+	b, ctl, err := bs.browserOf(ctx, req.ID)
 	if err != nil {
 		return nil, err
 	}
-	content, err := ctl.Goto(ctx, req.Body.Tab, req.Body.URL, browser.WaitLoad, defaultNavWait)
+	tab, named, err := tabOr(ctx, b.ID, ctl, req.Body.Tab)
 	if err != nil {
-		return nil, browserError(err, req.Body.Tab)
+		return nil, err
 	}
-	return gen.BrowserGoto200JSONResponse(contentOf(content)), nil
+	content, err := ctl.Goto(ctx, tab, req.Body.URL, browser.WaitLoad, defaultNavWait)
+	if err != nil {
+		return nil, browserError(err, tab)
+	}
+	return gen.BrowserGoto200JSONResponse(contentOf(content, named)), nil
 }
 
 func (bs *Browsers) GetBrowserContent(ctx context.Context, req gen.GetBrowserContentRequestObject) (gen.GetBrowserContentResponseObject, error) {
-	if err := needTab(req.Params.Tab); err != nil {
-		return nil, err
-	}
 	ctx, cancel := context.WithTimeout(ctx, pageOpTimeout)
 	defer cancel()
-	_, ctl, err := bs.browserOf(ctx, req.ID)
+	b, ctl, err := bs.browserOf(ctx, req.ID)
 	if err != nil {
 		return nil, err
 	}
-	content, err := ctl.Content(ctx, req.Params.Tab)
+	tab, named, err := tabOr(ctx, b.ID, ctl, req.Params.Tab)
 	if err != nil {
-		return nil, browserError(err, req.Params.Tab)
+		return nil, err
 	}
-	return gen.GetBrowserContent200JSONResponse(contentOf(content)), nil
+	content, err := ctl.Content(ctx, tab)
+	if err != nil {
+		return nil, browserError(err, tab)
+	}
+	return gen.GetBrowserContent200JSONResponse(contentOf(content, named)), nil
 }
 
 func (bs *Browsers) BrowserScreenshot(ctx context.Context, req gen.BrowserScreenshotRequestObject) (gen.BrowserScreenshotResponseObject, error) {
@@ -416,9 +442,6 @@ func (bs *Browsers) BrowserExtract(ctx context.Context, req gen.BrowserExtractRe
 	if body == nil {
 		return nil, errdefs.Invalid("request body is required")
 	}
-	if err := needTab(body.Tab); err != nil {
-		return nil, err
-	}
 	if strings.TrimSpace(body.Instruction) == "" {
 		return nil, errdefs.Invalid("instruction is required")
 	}
@@ -435,9 +458,13 @@ func (bs *Browsers) BrowserExtract(ctx context.Context, req gen.BrowserExtractRe
 	if err != nil {
 		return nil, err
 	}
-	snap, err := ctl.Snapshot(ctx, body.Tab)
+	tab, _, err := tabOr(ctx, b.ID, ctl, body.Tab)
 	if err != nil {
-		return nil, browserError(err, body.Tab)
+		return nil, err
+	}
+	snap, err := ctl.Snapshot(ctx, tab)
+	if err != nil {
+		return nil, browserError(err, tab)
 	}
 	validate := func(v any) error {
 		raw, err := json.Marshal(v)
@@ -449,7 +476,7 @@ func (bs *Browsers) BrowserExtract(ctx context.Context, req gen.BrowserExtractRe
 	data, usage, err := browser.Extract(ctx, p, model, snap, body.Instruction, body.Schema, validate)
 	bs.meter(b.ID, "extract", usage)
 	if err != nil {
-		return nil, browserError(err, body.Tab)
+		return nil, browserError(err, tab)
 	}
 	return gen.BrowserExtract200JSONResponse{Data: data}, nil
 }
@@ -458,9 +485,6 @@ func (bs *Browsers) BrowserObserve(ctx context.Context, req gen.BrowserObserveRe
 	body := req.Body
 	if body == nil {
 		return nil, errdefs.Invalid("request body is required")
-	}
-	if err := needTab(body.Tab); err != nil {
-		return nil, err
 	}
 	if strings.TrimSpace(body.Instruction) == "" {
 		return nil, errdefs.Invalid("instruction is required")
@@ -471,14 +495,18 @@ func (bs *Browsers) BrowserObserve(ctx context.Context, req gen.BrowserObserveRe
 	if err != nil {
 		return nil, err
 	}
-	snap, err := ctl.Snapshot(ctx, body.Tab)
+	tab, _, err := tabOr(ctx, b.ID, ctl, body.Tab)
 	if err != nil {
-		return nil, browserError(err, body.Tab)
+		return nil, err
+	}
+	snap, err := ctl.Snapshot(ctx, tab)
+	if err != nil {
+		return nil, browserError(err, tab)
 	}
 	found, usage, err := browser.Observe(ctx, p, model, snap, body.Instruction, false)
 	bs.meter(b.ID, "observe", usage)
 	if err != nil {
-		return nil, browserError(err, body.Tab)
+		return nil, browserError(err, tab)
 	}
 	out := gen.BrowserObserveResponse{Elements: []gen.BrowserElement{}}
 	for _, f := range found {
