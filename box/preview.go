@@ -9,7 +9,7 @@ import (
 
 // PublicURL is a port of a box exposed on a URL that needs no API key:
 // https://{box-id}-{port}.preview.box.upstash.com in the cloud, and
-// http://{box-id}-{port}.preview.localhost:{port of boxd} on boxd.
+// http://{box-id}-{port}.localhost:{port of boxd} on boxd.
 // WebSockets work through it too. GetPublicURL returns it with its
 // credentials, the only time they are told; ListPublicURLs reports a
 // PublicURLInfo instead.

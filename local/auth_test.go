@@ -68,7 +68,7 @@ cat /tmp/echo.log; exit 1`), bearer))
 		t.Fatalf("the app did not start: %s", start.Output)
 	}
 	wantOK(t, "open public URL", do("POST", p+"/preview", map[string]any{"port": 8000}, bearer))
-	host := fmt.Sprintf("%s-8000.preview.localhost:%s", id, port(t, srv.URL()))
+	host := fmt.Sprintf("%s-8000.localhost:%s", id, port(t, srv.URL()))
 	for _, tc := range []struct {
 		name   string
 		header map[string]string

@@ -90,7 +90,7 @@ func TestDeleteWinsOverWakers(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			base := "/v2/box/" + id
-			preview := fmt.Sprintf("%s-3000.preview.localhost:%s", id, apiPort)
+			preview := fmt.Sprintf("%s-3000.localhost:%s", id, apiPort)
 			wakers := map[string]func(ctx context.Context) (response, error){
 				"exec": func(ctx context.Context) (response, error) {
 					return c.send(ctx, "POST", base+"/exec", execBody("cat kept.txt"), nil)

@@ -19,16 +19,17 @@ import (
 	"github.com/upstash/box-go/local"
 )
 
-// TestFullDataDir runs boxd on a 96 MiB file system and fills it from a
-// box. The box's own write fails with ENOSPC, a file written through the
-// API is 507, a new box and a snapshot are refused with 507 and a message
-// that says why, boxd keeps answering, and once the box frees its space
-// all works again.
+// TestFullDataDir runs boxd on a 96 MiB file system of 8,192 inodes and
+// fills it from a box. The box's own write fails with ENOSPC, a file
+// written through the API in any way is 507 and leaves nothing, a
+// directory is 507 once the inodes are used up too, a new box and a
+// snapshot are refused with 507 and a message that says why, boxd keeps
+// answering, and once the box frees its space all works again.
 func TestFullDataDir(t *testing.T) {
 	t.Parallel()
 	requireRootSandbox(t)
 	dir := t.TempDir()
-	if err := unix.Mount("boxd-test", dir, "tmpfs", 0, "size=96m,mode=0700"); err != nil {
+	if err := unix.Mount("boxd-test", dir, "tmpfs", 0, "size=96m,nr_inodes=8192,mode=0700"); err != nil {
 		t.Skipf("cannot mount a tmpfs: %v", err)
 	}
 	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
@@ -47,8 +48,9 @@ func TestFullDataDir(t *testing.T) {
 	if box.StatusCode(err) != http.StatusInsufficientStorage || !strings.Contains(err.Error(), "no space left on device") {
 		t.Errorf("a write through the API on a full disk = %v, want 507", err)
 	}
-	// Every other way of writing through the API: a JSON write, an
-	// upload of a small file, a new directory.
+	// Every other way of writing a file through the API: a JSON write,
+	// an upload of a small file. Each is 507, and no file is left that
+	// looks written.
 	writes := map[string]func() error{
 		"Write": func() error {
 			return b.Files.Write(ctx, "/workspace/home/small.txt", []byte(strings.Repeat("y", 64<<10)))
@@ -56,20 +58,50 @@ func TestFullDataDir(t *testing.T) {
 		"Upload": func() error {
 			return b.Files.Upload(ctx, []box.UploadFile{{Destination: "/workspace/home/up.bin", Reader: strings.NewReader(strings.Repeat("z", 256<<10))}})
 		},
-		"Mkdir": func() error {
-			for i := range 2000 {
-				if err := b.Files.Mkdir(ctx, "/workspace/home/d"+strings.Repeat("x", 200)+"/"+strings.Repeat("d", i%200+1), &box.MkdirParams{Parents: true}); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
 	}
 	for name, write := range writes {
-		if err := write(); err != nil && box.StatusCode(err) != http.StatusInsufficientStorage {
+		if err := write(); box.StatusCode(err) != http.StatusInsufficientStorage || !strings.Contains(err.Error(), "no space left on device") {
 			t.Errorf("%s on a full disk = %v (status %d), want 507", name, err, box.StatusCode(err))
 		}
 	}
+	if got := mustExec(t, b, "for f in more.bin small.txt up.bin; do [ -e $f ] && echo $f $(stat -c %s $f); done; true"); got != "" {
+		t.Errorf("files the refused writes left (name, size): %q", got)
+	}
+	// A directory takes no data block on this file system (tmpfs), only
+	// an inode: with the blocks used up, Mkdir still succeeds, as mkdir
+	// does in the box. Once the box has used up the inodes as well,
+	// Mkdir is 507, and so is mkdir in the box.
+	if err := b.Files.Mkdir(ctx, "/workspace/home/d/e", &box.MkdirParams{Parents: true}); err != nil {
+		t.Errorf("Mkdir with the blocks used up and inodes left: %v", err)
+	} else if fi, err := b.Files.Stat(ctx, "/workspace/home/d/e", nil); err != nil || fi.Type != box.FileTypeDirectory {
+		t.Errorf("the directory Mkdir made: %+v, %v", fi, err)
+	}
+	// A snippet of code is a file in /tmp, which is full too.
+	if _, err := b.Exec.Code(ctx, &box.CodeParams{Lang: box.LangPython, Code: "print(1)"}); box.StatusCode(err) != http.StatusInsufficientStorage || !strings.Contains(err.Error(), "no space left on device") {
+		t.Errorf("code on a full disk = %v (status %d), want 507", err, box.StatusCode(err))
+	}
+	if got := mustExec(t, b, `python3 -c '
+import errno, os
+os.mkdir("/workspace/home/inodes")
+n = 0
+try:
+    while True:
+        os.mkdir("/workspace/home/inodes/%d" % n)
+        n += 1
+except OSError as e:
+    print(n, errno.errorcode[e.errno])
+'`); !strings.HasSuffix(got, " ENOSPC\n") || strings.HasPrefix(got, "0 ") {
+		t.Fatalf("using up the inodes from the box: %q, want some directories, then ENOSPC", got)
+	}
+	err = b.Files.Mkdir(ctx, "/workspace/home/d/f/g", &box.MkdirParams{Parents: true})
+	if box.StatusCode(err) != http.StatusInsufficientStorage || !strings.Contains(err.Error(), "no space left on device") {
+		t.Errorf("Mkdir with the inodes used up = %v (status %d), want 507", err, box.StatusCode(err))
+	}
+	err = b.Files.Mkdir(ctx, "/workspace/home/d/h", nil)
+	if box.StatusCode(err) != http.StatusInsufficientStorage {
+		t.Errorf("Mkdir of one directory with the inodes used up = %v (status %d), want 507", err, box.StatusCode(err))
+	}
+	mustExec(t, b, "rm -r /workspace/home/inodes")
 	_, err = srv.Client().Create(ctx, nil)
 	if box.StatusCode(err) != http.StatusInsufficientStorage || !strings.Contains(err.Error(), "cannot create a box: boxd's data directory has") || !strings.Contains(err.Error(), "less than the 16 MB it keeps free") {
 		t.Errorf("create on a full disk = %v, want 507 saying why", err)

@@ -74,21 +74,7 @@ func TestInotifyFloodStaysInItsBox(t *testing.T) {
 		t.Errorf("the box's user namespace belongs to host uid %d; its processes are %s", owner, uid)
 	}
 
-	if err := flood.Files.WriteText(t.Context(), "/tmp/flood.py", inotifyFlood); err != nil {
-		t.Fatal(err)
-	}
-	mustExec(t, flood, "nohup python3 /tmp/flood.py >/tmp/flood.log 2>&1 &")
-	t.Cleanup(func() {
-		_, _ = flood.Exec.Command(context.Background(), "pkill -f 'python3 /tmp/[f]lood.py'; true")
-	})
-	var got string
-	if !waitFor(30*time.Second, func() bool {
-		got, err = flood.Files.ReadText(t.Context(), "/tmp/inotify")
-		return err == nil
-	}) {
-		log, _ := flood.Files.ReadText(t.Context(), "/tmp/flood.log")
-		t.Fatalf("the flood did not finish: %v; its log: %q", err, log)
-	}
+	got := startFlood(t, flood, inotifyFlood, "/tmp/inotify")
 	var n, errno int
 	if _, err := fmt.Sscan(got, &n, &errno); err != nil || n == 0 || errno != int(syscall.EMFILE) {
 		t.Fatalf("the flood got %q (instances, errno); want some, then EMFILE", got)
@@ -109,6 +95,119 @@ func TestInotifyFloodStaysInItsBox(t *testing.T) {
 		t.Errorf("an inotify instance of root on the host during the flood: %v", err)
 	} else {
 		unix.Close(fd)
+	}
+}
+
+// startFlood runs the Python program script in b in the background and
+// waits for it to write the file result, whose content it returns. The
+// program is ended with the test.
+func startFlood(t *testing.T, b *box.Box, script, result string) string {
+	t.Helper()
+	if err := b.Files.WriteText(t.Context(), "/tmp/flood.py", script); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, b, "nohup python3 /tmp/flood.py >/tmp/flood.log 2>&1 &")
+	t.Cleanup(func() {
+		_, _ = b.Exec.Command(context.Background(), "pkill -f 'python3 /tmp/[f]lood.py'; true")
+	})
+	var got string
+	var err error
+	if !waitFor(60*time.Second, func() bool {
+		got, err = b.Files.ReadText(t.Context(), result)
+		return err == nil
+	}) {
+		log, _ := b.Files.ReadText(t.Context(), "/tmp/flood.log")
+		t.Fatalf("the flood did not finish: %v; its log: %q", err, log)
+	}
+	return got
+}
+
+// inotifyWatchFlood adds inotify watches until the kernel refuses one:
+// on up to 100 instances (fewer than a box may have), each watching every
+// file of a directory of %d files, which fmt makes the host's
+// fs.inotify.max_user_watches / 100 + 1, so that they are enough. It
+// writes how many watches it added and the errno that stopped it to
+// /tmp/watches, then holds them.
+const inotifyWatchFlood = `import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+os.makedirs("/tmp/w", exist_ok=True)
+files = []
+for i in range(%d):
+    p = "/tmp/w/%%d" %% i
+    open(p, "w").close()
+    files.append(p.encode())
+watches, err, fds = 0, 0, []
+while err == 0 and len(fds) < 100:
+    fd = libc.inotify_init()
+    if fd < 0:
+        err = ctypes.get_errno()
+        break
+    fds.append(fd)
+    for p in files:
+        if libc.inotify_add_watch(fd, p, 2) < 0:  # IN_MODIFY
+            err = ctypes.get_errno()
+            break
+        watches += 1
+open("/tmp/watches.tmp", "w").write("%%d %%d" %% (watches, err))
+os.rename("/tmp/watches.tmp", "/tmp/watches")
+time.sleep(120)
+`
+
+// inotifyWatchOne tries one inotify watch, on /tmp, and prints "ok" or
+// the errno.
+const inotifyWatchOne = `import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init()
+if fd < 0:
+    print("init errno %d" % ctypes.get_errno())
+elif libc.inotify_add_watch(fd, b"/tmp", 2) < 0:
+    print("errno %d" % ctypes.get_errno())
+else:
+    print("ok")
+`
+
+// TestInotifyWatchFloodStaysInItsBox adds inotify watches in one box
+// until the kernel refuses one (ENOSPC, fs.inotify.max_user_watches).
+// Watches are counted per user like instances, and a user namespace's
+// are charged to its owner as well: the box's uid, not root. So the box
+// gets no more, and root on the host and another box still add theirs.
+func TestInotifyWatchFloodStaysInItsBox(t *testing.T) {
+	t.Parallel()
+	requireRootSandbox(t)
+	raw, err := os.ReadFile("/proc/sys/fs/inotify/max_user_watches")
+	if err != nil {
+		t.Skipf("no inotify limits here: %v", err)
+	}
+	max, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := boxtest.NewServer(t)
+	flood, other := newBox(t, srv, nil), newBox(t, srv, nil)
+
+	got := startFlood(t, flood, fmt.Sprintf(inotifyWatchFlood, max/100+1), "/tmp/watches")
+	var n, errno int
+	if _, err := fmt.Sscan(got, &n, &errno); err != nil || n == 0 || errno != int(syscall.ENOSPC) {
+		t.Fatalf("the flood got %q (watches, errno); want some, then ENOSPC", got)
+	}
+	t.Logf("the box added %d inotify watches (max_user_watches %d)", n, max)
+
+	// The box is bounded...
+	if out := runPython(t, flood, inotifyWatchOne); out != fmt.Sprintf("errno %d\n", syscall.ENOSPC) {
+		t.Errorf("one more inotify watch in the flooding box: %q, want ENOSPC", out)
+	}
+	// ...and nobody else pays for it: not another box, not root on the
+	// host.
+	if out := runPython(t, other, inotifyWatchOne); out != "ok\n" {
+		t.Errorf("an inotify watch in another box during the flood: %q", out)
+	}
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+	if err != nil {
+		t.Fatalf("an inotify instance of root on the host during the flood: %v", err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.InotifyAddWatch(fd, t.TempDir(), unix.IN_MODIFY); err != nil {
+		t.Errorf("an inotify watch of root on the host during the flood: %v", err)
 	}
 }
 

@@ -5,12 +5,16 @@ package local_test
 
 import (
 	"bufio"
+	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -21,6 +25,7 @@ import (
 
 	"github.com/upstash/box-go/box"
 	"github.com/upstash/box-go/boxtest"
+	"github.com/upstash/box-go/internal/ocitest"
 	"github.com/upstash/box-go/local"
 	"github.com/upstash/box-go/local/internal/proc"
 )
@@ -681,5 +686,90 @@ func TestRootIsReadOnly(t *testing.T) {
 	mustExec(t, b, "echo hi > /run/x && echo hi > /tmp/x && echo hi > /workspace/home/x && echo hi > /home/boxuser/x && mkdir -p /tmp/d/e")
 	if got := mustExec(t, b, "findmnt -no FSTYPE /run || stat -f -c %T /run"); !strings.Contains(got, "tmpfs") {
 		t.Errorf("/run is %q, want a tmpfs", got)
+	}
+}
+
+// TestFilesAPICannotWriteTheRoot is TestRootIsReadOnly through the files
+// API, which the in-box agent serves as the box user: every way of
+// writing to /, /etc, /var or /home is refused with 403
+// (fs.ErrPermission through the SDK), and nothing is lost silently:
+// nothing appears there, /etc/passwd is as it was, and the file a refused
+// rename would have moved is still where it was, whole. So on the host's
+// /usr and in a runtime image.
+func TestFilesAPICannotWriteTheRoot(t *testing.T) {
+	t.Parallel()
+	if isolation(t) != local.IsolationBwrap {
+		t.Skip("needs bubblewrap")
+	}
+	t.Run("host", func(t *testing.T) {
+		t.Parallel()
+		cannotWriteTheRoot(t, newBox(t, boxtest.NewServer(t), nil))
+	})
+	t.Run("image", func(t *testing.T) {
+		t.Parallel()
+		reg := ocitest.NewRegistry(t)
+		ref := busyboxImage(t, reg, "test/busybox:1")
+		srv := boxtest.NewServer(t, boxtest.WithConfig(func(c *local.Config) {
+			c.Root = local.RootImage
+			c.Images = map[string]string{"python": ref}
+		}))
+		cannotWriteTheRoot(t, newBox(t, srv, &box.CreateParams{Runtime: box.Runtime("python")}))
+	})
+}
+
+func cannotWriteTheRoot(t *testing.T, b *box.Box) {
+	ctx := t.Context()
+	passwd, err := b.Files.Read(ctx, "/etc/passwd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Files.WriteText(ctx, "/workspace/home/keep", "kept\n"); err != nil {
+		t.Fatal(err)
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, fs.ErrPermission) || box.StatusCode(err) != http.StatusForbidden {
+			t.Errorf("%s = %v (status %d), want 403, fs.ErrPermission", what, err, box.StatusCode(err))
+		}
+	}
+	for _, dir := range []string{"/", "/etc", "/var", "/home"} {
+		if _, err := b.Files.Stat(ctx, dir, nil); errors.Is(err, fs.ErrNotExist) && dir != "/" && dir != "/etc" {
+			// An image without it: making it is refused.
+			refused("Mkdir "+dir+"/d with parents", b.Files.Mkdir(ctx, dir+"/d", &box.MkdirParams{Parents: true}))
+			if _, err := b.Files.Stat(ctx, dir, nil); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("Stat %s after the refused Mkdir: %v, want fs.ErrNotExist", dir, err)
+			}
+			continue
+		}
+		p, d := path.Join(dir, "x"), path.Join(dir, "d")
+		refused("Write "+p, b.Files.Write(ctx, p, []byte("hi")))
+		_, err := b.Files.WriteFrom(ctx, p, strings.NewReader("hi"), nil)
+		refused("WriteFrom "+p, err)
+		refused("Upload "+p, b.Files.Upload(ctx, []box.UploadFile{{Destination: p, Reader: strings.NewReader("hi")}}))
+		refused("Mkdir "+d, b.Files.Mkdir(ctx, d, nil))
+		refused("Mkdir "+d+"/e with parents", b.Files.Mkdir(ctx, d+"/e", &box.MkdirParams{Parents: true}))
+		refused("Rename /workspace/home/keep to "+p, b.Files.Rename(ctx, "/workspace/home/keep", p))
+		for _, q := range []string{p, d} {
+			if _, err := b.Files.Stat(ctx, q, nil); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("Stat %s after the refused writes: %v, want fs.ErrNotExist", q, err)
+			}
+		}
+	}
+	refused("Write /etc/passwd", b.Files.WriteText(ctx, "/etc/passwd", "root::0:0::/:/bin/sh\n"))
+	refused("Remove /etc/passwd", b.Files.Remove(ctx, "/etc/passwd", nil))
+	// A move out of /etc copies across file systems, then removes the
+	// original: it is refused before it copies, so the target is neither
+	// made nor replaced.
+	refused("Rename /etc/passwd to a new file", b.Files.Rename(ctx, "/etc/passwd", "/workspace/home/passwd"))
+	refused("Rename /etc/passwd over a file", b.Files.Rename(ctx, "/etc/passwd", "/workspace/home/keep"))
+	if got, err := b.Files.Read(ctx, "/etc/passwd"); err != nil || !bytes.Equal(got, passwd) {
+		t.Errorf("/etc/passwd after the refused writes: %q, %v; want %q", got, err, passwd)
+	}
+	if got, err := b.Files.ReadText(ctx, "/workspace/home/keep"); err != nil || got != "kept\n" {
+		t.Errorf("the file the refused renames would have moved or replaced: %q, %v", got, err)
+	}
+	// The box itself sees the same: nothing of the refused writes.
+	if got := mustExec(t, b, "ls -d /x /d /etc/x /etc/d /var/x /var/d /home/x /home/d /workspace/home/passwd 2>/dev/null; true"); got != "" {
+		t.Errorf("what the refused writes left, as the box sees it: %q", got)
 	}
 }

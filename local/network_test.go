@@ -95,7 +95,7 @@ func TestPreviewAPI(t *testing.T) {
 			}
 			created = append(created, u)
 		}
-		want := fmt.Sprintf("http://%s-3000.preview.localhost:%s", id, port(t, srv.URL()))
+		want := fmt.Sprintf("http://%s-3000.localhost:%s", id, port(t, srv.URL()))
 		if u := created[0]; u.URL != want || u.Port != 3000 || !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(u.Token) || u.Username != "" {
 			t.Errorf("bearer public URL = %+v, want URL %s and a token", u, want)
 		}
@@ -108,14 +108,15 @@ func TestPreviewAPI(t *testing.T) {
 
 		// Public URL requests carry no API key; they are told apart by
 		// Host alone.
-		h := func(p int) string { return fmt.Sprintf("%s-%d.preview.localhost:%s", id, p, port(t, srv.URL())) }
+		h := func(p int) string { return fmt.Sprintf("%s-%d.localhost:%s", id, p, port(t, srv.URL())) }
 		wantError(t, "bearer without token", hostRequest(t, srv.URL(), h(3000), ""), 401, "unauthorized")
 		wantError(t, "bearer, nothing listening", hostRequest(t, srv.URL(), h(3000), "Bearer "+created[0].Token), 503, "nothing listened on port 3000")
 		wantError(t, "open, nothing listening", hostRequest(t, srv.URL(), strings.ToUpper(h(9000)), ""), 503, "port 9000")
 		wantError(t, "port without a URL", hostRequest(t, srv.URL(), h(4000), ""), 404, "no public URL for port 4000")
-		wantError(t, "unknown box", hostRequest(t, srv.URL(), "box-nope-3000.preview.localhost", ""), 404, "no public URL")
-		// Anything else is an API request, which needs the key.
-		for _, host := range []string{"preview.localhost", "x.preview.localhost", id + "-3000.other.localhost", id + "-0.preview.localhost", "a." + h(3000)} {
+		wantError(t, "unknown box", hostRequest(t, srv.URL(), "box-nope-3000.localhost", ""), 404, "no public URL")
+		// Anything else is an API request, which needs the key: the
+		// former names under preview.localhost too.
+		for _, host := range []string{"localhost", "x.localhost", id + "-3000.other.localhost", id + "-3000.preview.localhost", id + "-0.localhost", "a." + h(3000)} {
 			wantError(t, "Host "+host, hostRequest(t, srv.URL(), host, ""), 401, "unauthorized")
 		}
 	})
@@ -141,7 +142,7 @@ func TestPreviewAPI(t *testing.T) {
 	if diff := cmp.Diff(want, got.Previews, cmpopts.IgnoreFields(publicURLItem{}, "CreatedAt")); diff != "" {
 		t.Errorf("public URLs after restart (-want +got):\n%s", diff)
 	}
-	host := fmt.Sprintf("%s-3000.preview.localhost", id)
+	host := fmt.Sprintf("%s-3000.localhost", id)
 	wantError(t, "after restart, with token", hostRequest(t, srv.URL(), host, "Bearer "+created[0].Token), 503, "nothing listened")
 	wantError(t, "after restart, without token", hostRequest(t, srv.URL(), host, ""), 401)
 
@@ -222,7 +223,7 @@ func TestPublicURLBase(t *testing.T) {
 		t.Errorf("GetPublicURL = %+v, %v", u, err)
 	}
 	wantError(t, "routed by the configured domain", hostRequest(t, ts.URL, b.ID()+"-3000.preview.example.test:8443", ""), 503, "nothing listened")
-	wantError(t, "the default domain is not", hostRequest(t, ts.URL, b.ID()+"-3000.preview.localhost", ""), 401, "unauthorized")
+	wantError(t, "the default domain is not", hostRequest(t, ts.URL, b.ID()+"-3000.localhost", ""), 401, "unauthorized")
 }
 
 // TestNetworkIsolationNone: without isolation a box shares the host's

@@ -15,10 +15,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/upstash/box-go/box"
 	"github.com/upstash/box-go/boxtest"
@@ -67,7 +70,7 @@ func basicAuth(user, password string) map[string]string {
 
 // previewHost is the Host of box id's public URL of port on srv.
 func previewHost(t *testing.T, srv *boxtest.Server, id string, p int) string {
-	return fmt.Sprintf("%s-%d.preview.localhost:%s", id, p, port(t, srv.URL()))
+	return fmt.Sprintf("%s-%d.localhost:%s", id, p, port(t, srv.URL()))
 }
 
 // startWhenTold starts, in the background in box b, a web server on port
@@ -381,77 +384,184 @@ func TestPublicURLHoldRunsOut(t *testing.T) {
 	}
 }
 
-// TestPublicURLCookiesStayWithTheirBox: box A's app sets cookies for the
-// whole preview domain and for its own host. A real cookie jar (RFC 6265,
-// as a browser keeps them) that visited A's URL sends none of them to box
-// B's URL, and still sends A's to A.
+// startApp runs the Python program app in b, in the background, and
+// waits until it listens on port.
+func startApp(t *testing.T, b *box.Box, port int, app string) {
+	t.Helper()
+	if err := b.Files.WriteText(t.Context(), "/tmp/app.py", app); err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.Exec.Command(t.Context(), fmt.Sprintf(`nohup python3 /tmp/app.py >/tmp/app.log 2>&1 &
+for i in $(seq 100); do python3 -c 'import socket; socket.create_connection(("127.0.0.1", %d))' 2>/dev/null && exit 0; sleep 0.1; done; cat /tmp/app.log; exit 1`, port))
+	if err != nil || r.ExitCode != 0 {
+		t.Fatalf("starting the app: %+v, %v", r, err)
+	}
+}
+
+// TestPublicURLCookiesStayWithTheirBox: box A's app sets, in its
+// answers' headers, cookies for every name above its host (the preview
+// domain, and .localhost), for its host and for no domain. A cookie jar
+// that keeps whatever domain it is given (Go's without a public suffix
+// list, like curl without libpsl) and that visited A's URL sends none of
+// them to box B's URL, and still sends A's to A: boxd takes the Domain
+// off a cookie that reaches above the URL's host. That holds under the
+// default name of public URLs and under an operator's PublicURLBase.
 func TestPublicURLCookiesStayWithTheirBox(t *testing.T) {
 	t.Parallel()
-	srv := boxtest.NewServer(t)
-	c := rawFor(t, srv)
-	const p = 8123
-	var hosts []string
-	for range 2 {
-		b := newBox(t, srv, nil)
-		r, err := b.Exec.Command(t.Context(), fmt.Sprintf(`cat > /tmp/app.py <<'PY'
-import http.server
+	for name, base := range map[string]string{"default": "", "operator": "http://preview.localhost"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			srv := boxtest.NewServer(t, boxtest.WithConfig(func(c *local.Config) { c.PublicURLBase = base }))
+			c := rawFor(t, srv)
+			const p = 8123
+			var hosts []string
+			for range 2 {
+				b := newBox(t, srv, nil)
+				startApp(t, b, p, fmt.Sprintf(`import http.server
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         host = self.headers.get("Host", "").split(":")[0]
         self.send_response(200)
-        self.send_header("Set-Cookie", "wide=1; Domain=preview.localhost; Path=/")
+        self.send_header("Set-Cookie", "wide=1; Domain=" + host.split(".", 1)[1] + "; Path=/")
         self.send_header("Set-Cookie", "wider=1; domain=.localhost; Path=/; HttpOnly")
         self.send_header("Set-Cookie", "own=1; Domain=" + host + "; Path=/")
         self.send_header("Set-Cookie", "plain=1; Path=/")
         self.end_headers()
         self.wfile.write(("cookies: " + self.headers.get("Cookie", "") + "\n").encode())
 http.server.HTTPServer(("127.0.0.1", %d), H).serve_forever()
-PY
-nohup python3 /tmp/app.py >/tmp/app.log 2>&1 &
-for i in $(seq 100); do python3 -c 'import socket; socket.create_connection(("127.0.0.1", %d))' 2>/dev/null && break; sleep 0.1; done`, p, p))
-		if err != nil || r.ExitCode != 0 {
-			t.Fatalf("starting the app: %+v, %v", r, err)
-		}
-		createURL(t, c, b.ID(), fmt.Sprintf(`{"port": %d}`, p))
-		hosts = append(hosts, previewHost(t, srv, b.ID(), p))
-	}
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := strings.TrimPrefix(srv.URL(), "http://")
-	tr := &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, network, addr)
-	}}
-	t.Cleanup(tr.CloseIdleConnections)
-	hc := &http.Client{Transport: tr, Jar: jar}
-	get := func(host string) string {
-		t.Helper()
-		resp, err := hc.Get("http://" + host + "/")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET %s: %d %s", host, resp.StatusCode, body)
-		}
-		for _, sc := range resp.Header.Values("Set-Cookie") {
-			if strings.Contains(strings.ToLower(sc), "domain=preview.localhost") || strings.Contains(strings.ToLower(sc), "domain=.localhost") {
-				t.Errorf("GET %s: Set-Cookie %q reaches above the URL's host", host, sc)
+`, p))
+				u := createURL(t, c, b.ID(), fmt.Sprintf(`{"port": %d}`, p))
+				hosts = append(hosts, strings.TrimPrefix(u.URL, "http://"))
 			}
-		}
-		return string(body)
+			jar, err := cookiejar.New(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := strings.TrimPrefix(srv.URL(), "http://")
+			tr := &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, network, addr)
+			}}
+			t.Cleanup(tr.CloseIdleConnections)
+			hc := &http.Client{Transport: tr, Jar: jar}
+			get := func(host string) string {
+				t.Helper()
+				resp, err := hc.Get("http://" + host + "/")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				body, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("GET %s: %d %s", host, resp.StatusCode, body)
+				}
+				hostname, _, _ := strings.Cut(host, ":")
+				for _, sc := range resp.Header.Values("Set-Cookie") {
+					for attr := range strings.SplitSeq(sc, ";") {
+						name, value, _ := strings.Cut(strings.TrimSpace(attr), "=")
+						if strings.EqualFold(name, "domain") && !strings.EqualFold(value, hostname) {
+							t.Errorf("GET %s: Set-Cookie %q reaches above the URL's host", host, sc)
+						}
+					}
+				}
+				return string(body)
+			}
+			get(hosts[0])
+			if got := get(hosts[1]); got != "cookies: \n" {
+				t.Errorf("box B's app got %q: cookies of box A's app reached it", got)
+			}
+			got := get(hosts[0])
+			for _, want := range []string{"wide=1", "wider=1", "own=1", "plain=1"} {
+				if !strings.Contains(got, want) {
+					t.Errorf("box A's app got %q, want its own cookie %s back", got, want)
+				}
+			}
+		})
 	}
-	get(hosts[0])
-	if got := get(hosts[1]); got != "cookies: \n" {
-		t.Errorf("box B's app got %q: cookies of box A's app reached it", got)
+}
+
+// cookieApp serves, on the port fmt puts in it, /set: a page whose script
+// sets a cookie for each name above its host (js1 for the first, js2 for
+// the next...) and one for its host alone (own), and names in its title
+// the domains it tried; and any other path: a page that shows the
+// Cookie header it came with.
+const cookieApp = `import html, http.server
+PAGE = """<!doctype html><script>
+const parts = location.hostname.split(".");
+const tried = [];
+for (let i = 1; i < parts.length; i++) {
+  const d = parts.slice(i).join(".");
+  document.cookie = "js" + i + "=1; path=/; domain=" + d;
+  tried.push(d);
+}
+document.cookie = "own=1; path=/";
+document.title = "tried " + tried.join(" ");
+</script>"""
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = PAGE if self.path == "/set" else "<!doctype html><title>shown</title><pre id=got>" + html.escape(self.headers.get("Cookie", "")) + "</pre>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.end_headers()
+        self.wfile.write(body.encode())
+http.server.HTTPServer(("127.0.0.1", %d), H).serve_forever()
+`
+
+// TestPublicURLsAreSitesOfTheirOwn: in a real browser (Chromium), box A's
+// page sets from its script, where boxd never sees it, a cookie for every
+// name above its URL's host. Box B's page, visited next in the same
+// browser, receives none of them, neither in its request nor in its
+// script: each public URL's host is a site of its own, a name right
+// under localhost, which browsers hold to be a public suffix, so no page
+// can set a cookie above its host. (Under the former names,
+// {box-id}-{port}.preview.localhost, the cookie for preview.localhost
+// reached every box.) A's host-only cookie still comes back to A.
+func TestPublicURLsAreSitesOfTheirOwn(t *testing.T) {
+	t.Parallel()
+	needBrowser(t)
+	srv := boxtest.NewServer(t)
+	c := rawFor(t, srv)
+	const p = 8124
+	var urls []string
+	for range 2 {
+		b := newBox(t, srv, nil)
+		startApp(t, b, p, fmt.Sprintf(cookieApp, p))
+		urls = append(urls, createURL(t, c, b.ID(), fmt.Sprintf(`{"port": %d}`, p)).URL)
 	}
-	got := get(hosts[0])
-	for _, want := range []string{"wide=1", "wider=1", "own=1", "plain=1"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("box A's app got %q, want its own cookie %s back", got, want)
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.Flag("no-proxy-server", true))
+	if os.Geteuid() == 0 {
+		opts = append(opts, chromedp.NoSandbox)
+	}
+	actx, cancel := chromedp.NewExecAllocator(t.Context(), opts...)
+	defer cancel()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancel = context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	visit := func(url, expr string) string {
+		t.Helper()
+		if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
+			t.Fatalf("Chromium at %s: %v", url, err)
 		}
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
+		if err != nil {
+			t.Fatalf("Chromium at %s: %s: %v", url, expr, err)
+		}
+		return v
+	}
+
+	tried := visit(urls[0]+"/set", "document.title")
+	if !strings.HasPrefix(tried, "tried ") || len(strings.Fields(tried)) < 2 {
+		t.Fatalf("box A's page: %q, want the domains it set cookies for", tried)
+	}
+	if got := visit(urls[0]+"/set", "document.cookie"); !strings.Contains(got, "own=1") {
+		t.Fatalf("box A's page kept no cookie of its own (%q): the browser keeps no cookies at all", got)
+	}
+	if got := visit(urls[1]+"/", "document.getElementById('got').textContent + ' | ' + document.cookie"); got != " | " {
+		t.Errorf("box B's app got the cookies %q (request | script) after box A's page %s", got, tried)
+	}
+	if got := visit(urls[0]+"/", "document.getElementById('got').textContent"); !strings.Contains(got, "own=1") {
+		t.Errorf("box A's app got %q, want its own cookie back", got)
 	}
 }

@@ -103,11 +103,15 @@ type Config struct {
 	// time.
 	Clock Clock
 	// PublicURLBase is where public URLs are served, for example
-	// "http://preview.localhost:8989": a box's port 3000 is then
-	// http://{box-id}-3000.preview.localhost:8989, and boxd serves every
-	// request whose Host is a subdomain of the base's host name as a
-	// public URL. Empty means "http://preview.localhost:{port}", with the
-	// port that the API request creating or listing the URL came in on.
+	// "http://localhost:8989": a box's port 3000 is then
+	// http://{box-id}-3000.localhost:8989, and boxd serves every request
+	// whose Host is such a name, right under the base's host name, as a
+	// public URL. Empty means "http://localhost:{port}", with the port
+	// that the API request creating or listing the URL came in on. Each
+	// URL is a site of its own, out of reach of other boxes' cookies, only
+	// where the base's host name is a public suffix (localhost, or a name
+	// in the public suffix list): under any other, a page's script can set
+	// a cookie for the base's host name that every box's URLs receive.
 	PublicURLBase string
 	// PublicURLHold is how long a request to a public URL may wait, from
 	// its arrival, for the box's port to listen: a paused box is woken by

@@ -177,7 +177,7 @@ func TestBoxCommands(t *testing.T) {
 	if got := mustCLI(t, srv, "", "exec", id2, "--", "cat", "kept.txt"); got != "kept\n" {
 		t.Errorf("the restored box has %q", got)
 	}
-	if got := mustCLI(t, srv, "", "url", id, "3000"); !strings.Contains(got, id+"-3000.preview.localhost") {
+	if got := mustCLI(t, srv, "", "url", id, "3000"); !strings.Contains(got, id+"-3000.localhost:") {
 		t.Errorf("url = %q", got)
 	}
 	if got := mustCLI(t, srv, "", "logs", id); !strings.Contains(got, "box created") || !strings.Contains(got, "snapshot") {
@@ -196,7 +196,7 @@ func TestBoxCommands(t *testing.T) {
 	if got := strings.Split(strings.TrimSpace(mustCLI(t, srv, "", "url", id, "3001", "--bearer")), "\n"); len(got) != 2 || !strings.HasPrefix(got[1], "token: ") || got[1] == "token: "+fmt.Sprint(withAuth["token"]) {
 		t.Errorf("url --bearer = %q, want the URL and a new token", got)
 	}
-	if got := mustCLI(t, srv, "", "url", id, "3001"); strings.Count(got, "\n") != 1 || !strings.Contains(got, id+"-3001.preview.localhost") {
+	if got := mustCLI(t, srv, "", "url", id, "3001"); strings.Count(got, "\n") != 1 || !strings.Contains(got, id+"-3001.localhost:") {
 		t.Errorf("url of a port that has one = %q, want the URL alone", got)
 	}
 	var urls []map[string]any

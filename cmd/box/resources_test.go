@@ -60,7 +60,7 @@ func TestResourceCommands(t *testing.T) {
 	if u.Port != 8080 || !u.BasicAuth || u.Username == "" || u.Password == "" {
 		t.Errorf("url create --basic --json = %+v", u)
 	}
-	if out := mustCLI(t, srv, "", "url", "create", id, "8081", "--bearer"); !strings.Contains(out, "-8081.preview.localhost") || !strings.Contains(out, "token: ") {
+	if out := mustCLI(t, srv, "", "url", "create", id, "8081", "--bearer"); !strings.Contains(out, "-8081.localhost:") || !strings.Contains(out, "token: ") {
 		t.Errorf("url create --bearer = %q", out)
 	}
 	var urls []urlInfoView

@@ -222,7 +222,7 @@ func TestPublicURLsSamePortInTwoBoxes(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, port, _ := net.SplitHostPort(ns.addr)
-		if want := fmt.Sprintf("http://%s-3000.preview.localhost:%s", b.ID(), port); u.URL != want || u.Port != 3000 || u.Token != "" || u.Username != "" {
+		if want := fmt.Sprintf("http://%s-3000.localhost:%s", b.ID(), port); u.URL != want || u.Port != 3000 || u.Token != "" || u.Username != "" {
 			t.Errorf("public URL = %+v, want URL %s and no credentials", u, want)
 		}
 		urls[i] = u

@@ -40,7 +40,7 @@ func ExampleBox_GetPublicURL() {
 		log.Fatal(err)
 	}
 
-	// On boxd, u.URL is http://{box-id}-3000.preview.localhost:{port}.
+	// On boxd, u.URL is http://{box-id}-3000.localhost:{port}.
 	// Browsers and curl resolve *.localhost to the loopback address; Go's
 	// resolver does not, so this client dials it itself.
 	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {

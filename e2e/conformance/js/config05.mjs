@@ -136,7 +136,7 @@ async function main() {
     assert.equal(r.exitCode, 0, r.result);
     const pub = await box.getPublicURL(3000);
     assert.equal(pub.port, 3000);
-    assert.match(pub.url, new RegExp(`^http://${box.id}-3000\\.preview\\.localhost:\\d+$`));
+    assert.match(pub.url, new RegExp(`^http://${box.id}-3000\\.localhost:\\d+$`));
     assert.equal(pub.token, undefined);
     const res = await get(pub.url + "/");
     assert.equal(res.status, 200);

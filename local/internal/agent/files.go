@@ -321,8 +321,11 @@ func (a *Agent) mkdir(p string, parents bool) error {
 
 // rename moves from to to, as mv does: within a file system by
 // rename(2), and from one mount of the box to another (/workspace to
-// /tmp, say) by copying, then removing the original. A copy that fails
-// leaves the original and removes what it made.
+// /tmp, say) by copying, then removing the original. An original that
+// cannot be removed (in a directory the box user may not change, or a
+// mount point) is refused before anything is copied, and a copy that
+// fails leaves the original and removes what it made: a refused move
+// changes nothing.
 func (a *Agent) rename(from, to string) error {
 	f, err := boxPath(from)
 	if err != nil {
@@ -351,14 +354,10 @@ func (a *Agent) rename(from, to string) error {
 // moveAcross moves box path from to box path to on another file system.
 func (a *Agent) moveAcross(from, to string) error {
 	src, dst := a.fs.real(from), a.fs.real(to)
-	fi, err := os.Lstat(src)
-	if err != nil {
-		return fsError(from, err)
-	}
-	if fi.IsDir() {
-		if err := a.removable(from, src); err != nil {
-			return err
-		}
+	// What cannot be removed is not copied either: a move refused at the
+	// end would have left a copy, or replaced the target.
+	if err := a.removable(from, src); err != nil {
+		return err
 	}
 	// The copy is made beside the target, then renamed over it: the
 	// target is replaced whole or not at all, as rename(2) would.

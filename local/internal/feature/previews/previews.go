@@ -31,8 +31,15 @@ import (
 
 // defaultPreviewDomain is the domain public URLs live under unless
 // Config.PublicURLBase says otherwise. Browsers and curl resolve every
-// name under .localhost to the loopback address.
-const defaultPreviewDomain = "preview.localhost"
+// name under .localhost to the loopback address. Each public URL's host
+// is right under it, {box-id}-{port}.localhost, so that each is a site of
+// its own: browsers hold localhost, a name that is not in the public
+// suffix list, to be a public suffix, and no page can set a cookie for
+// it (Domain=localhost), from a header or from its script. Under one
+// more label (preview.localhost, as public URLs once were), every URL
+// would share that label's site, and a page's script could set cookies
+// that every other box's URLs receive.
+const defaultPreviewDomain = "localhost"
 
 // previewUser is the user name of basic-auth public URLs.
 const previewUser = "user"
@@ -81,7 +88,7 @@ func New(cfg Config) (*Previews, error) {
 	if raw := cfg.BaseURL; raw != "" {
 		u, err := url.Parse(raw)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.User != nil {
-			return nil, fmt.Errorf("PublicURLBase %q must be an http or https URL with a host and nothing else, such as http://preview.localhost:8989", raw)
+			return nil, fmt.Errorf("PublicURLBase %q must be an http or https URL with a host and nothing else, such as http://localhost:8989", raw)
 		}
 		u.Host = strings.ToLower(u.Host)
 		pv.base = u
@@ -552,13 +559,18 @@ func (pv *Previews) Close() {
 	pv.transport.CloseIdleConnections()
 }
 
-// scopeCookies keeps the cookies that a box's app sets within the host of
-// its public URL. Every public URL is a name under one domain (the
-// preview domain), which is no public suffix: a cookie set for that
-// domain, or for any name above the URL's own host, would be sent by the
-// browser to every other box's URLs. Such a cookie loses its Domain
-// attribute and so belongs to the URL's host alone; a cookie scoped to the
-// host itself, or with no Domain, is left as it is.
+// scopeCookies keeps the cookies that a box's app sets in its answers'
+// headers within the host of its public URL. Every public URL is a name
+// under one domain (the preview domain): a cookie set for that domain, or
+// for any name above the URL's own host, would be sent to every other
+// box's URLs by a client that takes it. Browsers refuse one for localhost,
+// the default domain, which they hold to be a public suffix; a cookie jar
+// without the public suffix list (curl without libpsl, Go's without one)
+// does not, and neither does a browser under an operator's PublicURLBase
+// that is no public suffix. Such a cookie loses its Domain attribute and
+// so belongs to the URL's host alone; a cookie scoped to the host itself,
+// or with no Domain, is left as it is. What a page's script sets, boxd
+// never sees: only the domain's being a public suffix bounds that.
 func scopeCookies(h http.Header, host string) {
 	cookies := h.Values("Set-Cookie")
 	if len(cookies) == 0 {
