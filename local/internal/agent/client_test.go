@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/sandbox"
 	"github.com/upstash/box-go/session"
 )
@@ -358,6 +360,55 @@ func TestClientDialPort(t *testing.T) {
 
 	_, err = c.DialPort(t.Context(), closedPort(t))
 	wantAgentError(t, "a port nobody listens on", err, http.StatusBadGateway, "nothing is listening")
+	if !errors.Is(err, ErrNotListening) {
+		t.Errorf("a port nobody listens on: %v does not match ErrNotListening", err)
+	}
+	_, err = c.DialPort(t.Context(), 0)
+	if err == nil || errors.Is(err, ErrNotListening) || !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("port 0: %v, want an invalid argument that is not ErrNotListening", err)
+	}
+}
+
+// TestErrorKinds checks the kinds the agent's answers have: a refusal
+// keeps its kind, a full disk is ErrNoSpace, any other failure is the
+// agent's own (ErrUpstream); and each matches no other kind.
+func TestErrorKinds(t *testing.T) {
+	t.Parallel()
+	kinds := []error{errdefs.ErrInvalidArgument, errdefs.ErrNotFound, errdefs.ErrUnauthenticated, errdefs.ErrPermission,
+		errdefs.ErrConflict, errdefs.ErrTooLarge, errdefs.ErrNotImplemented, errdefs.ErrMissingDependency,
+		errdefs.ErrUpstream, errdefs.ErrUpstreamTimeout, errdefs.ErrUnavailable, errdefs.ErrNoSpace}
+	for status, want := range map[int]error{
+		http.StatusBadRequest:            errdefs.ErrInvalidArgument,
+		http.StatusUnprocessableEntity:   errdefs.ErrInvalidArgument,
+		http.StatusNotFound:              errdefs.ErrNotFound,
+		http.StatusForbidden:             errdefs.ErrPermission,
+		http.StatusConflict:              errdefs.ErrConflict,
+		http.StatusRequestEntityTooLarge: errdefs.ErrTooLarge,
+		http.StatusInsufficientStorage:   errdefs.ErrNoSpace,
+		http.StatusInternalServerError:   errdefs.ErrUpstream,
+		http.StatusBadGateway:            errdefs.ErrUpstream,
+		http.StatusServiceUnavailable:    errdefs.ErrUpstream,
+	} {
+		err := fmt.Errorf("doing it: %w", &Error{Status: status, Message: "no"})
+		var ae *Error
+		if !errors.As(err, &ae) || ae.Kind() != want {
+			t.Errorf("%d: kind %v, want %v", status, ae.Kind(), want)
+		}
+		for _, k := range kinds {
+			if got := errors.Is(err, k); got != (k == want) {
+				t.Errorf("%d: errors.Is(%v) = %v", status, k, got)
+			}
+		}
+		if got := errors.Is(err, fs.ErrNotExist); got != (status == http.StatusNotFound) {
+			t.Errorf("%d: errors.Is(fs.ErrNotExist) = %v", status, got)
+		}
+		if got := errors.Is(err, fs.ErrPermission); got != (status == http.StatusForbidden) {
+			t.Errorf("%d: errors.Is(fs.ErrPermission) = %v", status, got)
+		}
+		if got := errors.Is(err, ErrNotListening); got != (status == http.StatusBadGateway) {
+			t.Errorf("%d: errors.Is(ErrNotListening) = %v", status, got)
+		}
+	}
 }
 
 // closedPort returns a loopback port on which nothing listens, nor can

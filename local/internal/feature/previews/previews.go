@@ -441,9 +441,7 @@ func (pv *Previews) dial(ctx context.Context, id string, port int) (net.Conn, er
 		if err == nil {
 			return pv.track(previewKey{id, port}, c)
 		}
-		// The agent answers 502 when nothing listens on the port.
-		var ae *agent.Error
-		if !errors.As(err, &ae) || ae.Status != http.StatusBadGateway {
+		if !errors.Is(err, agent.ErrNotListening) {
 			return nil, err
 		}
 		if h == nil {
