@@ -42,6 +42,8 @@ const (
 	maxListAnswer = 16 << 20
 	// bridgeHandshake bounds DialPort's handshake.
 	bridgeHandshake = 30 * time.Second
+	// healthTimeout bounds Health: the time the agent has to answer.
+	healthTimeout = 10 * time.Second
 )
 
 // Error is an answer of the agent other than success. Callers reach it with
@@ -245,6 +247,26 @@ func (c *Client) postJSON(ctx context.Context, name string, in any) (*http.Respo
 	}
 	req.Header.Set("Content-Type", "application/json")
 	return c.do(req, http.StatusOK)
+}
+
+// Health asks the agent whether it answers (HealthPath), over a kept
+// connection of the client's. It returns nil once the agent has answered,
+// as it does at once, from memory; an *Error when it answered otherwise;
+// and the transport's error, wrapped, when it did not answer before ctx
+// ended or within 10 seconds.
+func (c *Client) Health(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://box"+HealthPath, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.do(req, http.StatusNoContent)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+	return resp.Body.Close()
 }
 
 // ExecResult is a command that Exec ran to its end.

@@ -15,8 +15,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/sandbox"
@@ -297,6 +299,7 @@ func TestClientErrorAnswers(t *testing.T) {
 				"WriteFile": func() error { return c.WriteFile(ctx, "f", strings.NewReader("x")) },
 				"ListFiles": func() error { _, err := c.ListFiles(ctx, ""); return err },
 				"DialPort":  func() error { _, err := c.DialPort(ctx, 1); return err },
+				"Health":    func() error { return c.Health(ctx) },
 			}
 			for call, f := range calls {
 				err := f()
@@ -321,6 +324,65 @@ func TestClientTransportErrors(t *testing.T) {
 	}
 	if _, err := c.DialPort(t.Context(), 80); !errors.Is(err, gone) {
 		t.Errorf("DialPort = %v", err)
+	}
+}
+
+// TestClientHealth asks a real agent whether it answers, several times over
+// the one connection the client keeps; an agent that never answers fails
+// the question once its context ends.
+func TestClientHealth(t *testing.T) {
+	t.Parallel()
+	_, tree := realAgent(t, "box-test")
+	a := New(Config{BoxID: "box-test", HostRoot: tree.Dir}, nil)
+	sock := serveUnix(t, a.withInternal(a.Handler()))
+	var dials atomic.Int32
+	c := NewClient(ClientConfig{BoxID: "box-test", Dial: func(ctx context.Context) (net.Conn, error) {
+		dials.Add(1)
+		return UnixDialer(sock)(ctx)
+	}})
+	t.Cleanup(c.CloseIdleConnections)
+	for range 3 {
+		if err := c.Health(t.Context()); err != nil {
+			t.Fatalf("Health = %v", err)
+		}
+	}
+	if n := dials.Load(); n != 1 {
+		t.Errorf("three questions dialled %d times, want once", n)
+	}
+
+	hung := filepath.Join(t.TempDir(), "hung.sock")
+	l, err := net.Listen("unix", hung)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan []net.Conn, 1)
+	go func() {
+		var conns []net.Conn
+		defer func() { accepted <- conns }()
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, conn)
+		}
+	}()
+	defer func() {
+		l.Close()
+		for _, conn := range <-accepted {
+			conn.Close()
+		}
+	}()
+	hc := clientOf(t, "box-test", hung)
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = hc.Health(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || errors.As(err, new(*Error)) {
+		t.Errorf("a hung agent: Health = %v, want the context's deadline", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("a hung agent: Health took %s", d)
 	}
 }
 
