@@ -381,7 +381,7 @@ func New(cfg Config) (*Server, error) {
 	s.net.previews = s.previews
 	s.onClose(s.previews.Close)
 	s.browsers = browsers.New(browsers.Config{
-		Host:         s.core,
+		Host:         s.core.NewFeatureHost(),
 		ChromiumPath: cfg.ChromiumPath,
 		Isolation:    s.cfg.Isolation,
 		ProviderURLs: cfg.ModelProviderURLs,
@@ -393,7 +393,7 @@ func New(cfg Config) (*Server, error) {
 	s.core.OnStarted(s.browsers.Warm)
 	s.webhooks = webhook.New(s.ctx, s.core.Logf)
 	s.runs = agentrun.New(agentrun.Config{
-		Host:         s.core,
+		Host:         s.core.NewFeatureHost(),
 		ProviderURLs: cfg.ModelProviderURLs,
 		Browser:      s.browsers,
 		Webhooks:     s.webhooks,
@@ -401,7 +401,7 @@ func New(cfg Config) (*Server, error) {
 	s.onClose(s.runs.Close)
 	s.onClose(s.core.CloseInits)
 	// Stored schedules get their timers back (package schedules).
-	s.schedules = schedules.New(schedules.Config{Host: s.core, Runs: s.runs, Webhooks: s.webhooks})
+	s.schedules = schedules.New(schedules.Config{Host: s.core.NewFeatureHost(), Runs: s.runs, Webhooks: s.webhooks})
 	s.schedules.Start()
 	s.onClose(s.schedules.Close)
 	chromium, chromiumErr := s.browsers.Chromium()

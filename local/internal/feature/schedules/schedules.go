@@ -136,7 +136,6 @@ type Schedules struct {
 	// ctx ends when boxd closes; exec runs are bound to it.
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
 
 	// mu guards the maps and serialises changes to schedule records with
 	// the arming that follows them.
@@ -223,7 +222,7 @@ func (sch *Schedules) Close() {
 	}
 	sch.mu.Unlock()
 	sch.cancel()
-	sch.wg.Wait()
+	sch.host.Wait()
 }
 
 // arm sets the timer of an active schedule for its next activation,
@@ -286,15 +285,15 @@ func (sch *Schedules) fire(a *armedSchedule) {
 		fl = &inflight{}
 		sch.running[sc.ID] = fl
 	}
-	sch.wg.Add(1)
-	go func() {
-		defer sch.wg.Done()
+	// Close marks sch closed (under sch.mu, held here) before it waits,
+	// so Go refuses no activation of an open sch.
+	sch.host.Go(func(context.Context) {
 		if prev != nil {
 			sch.skip(sc, a.at, prev)
 			return
 		}
 		sch.run(sc, a.at, fl)
-	}()
+	})
 }
 
 // started notes the id of a schedule's run in progress.
