@@ -390,7 +390,6 @@ func New(cfg Config) (*Server, error) {
 		DesktopDevtoolsPort: desktop.DevtoolsPort,
 	})
 	s.onClose(s.browsers.Close)
-	s.core.OnStarted(s.browsers.Warm)
 	s.webhooks = webhook.New(s.ctx, s.core.Logf)
 	s.runs = agentrun.New(agentrun.Config{
 		Host:         s.core.NewFeatureHost(),
@@ -407,7 +406,6 @@ func New(cfg Config) (*Server, error) {
 	chromium, chromiumErr := s.browsers.Chromium()
 	s.desktops = desktop.New(desktop.Config{Host: s.core, ChromiumPath: chromium, ProviderURLs: cfg.ModelProviderURLs})
 	s.onClose(s.desktops.Close)
-	s.core.OnBoxDeleted(s.desktops.ForgetBox)
 	desktops := func() error {
 		if s.cfg.Isolation != sandbox.ModeBwrap {
 			return errdefs.NotImplemented("desktops need boxd's bubblewrap isolation: each box's display is its own only in a sandbox")
@@ -437,8 +435,6 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.onClose(s.ssh.Close)
 	s.handler = s.withPreviews(s.routes())
-	s.core.OnBoxDeleted(s.schedules.ForgetBox)
-	s.core.OnBoxDeleted(s.browsers.ForgetBox)
 	// Expired ephemeral boxes go, and keep-alive boxes with an init
 	// command start again.
 	s.core.Start()

@@ -130,6 +130,8 @@ func New(cfg Config) *Browsers {
 	bs.base, bs.cancel = context.WithCancel(cfg.Host.Context())
 	bs.chromium, bs.chromiumErr = findChromium(cfg.ChromiumPath, cfg.Isolation)
 	bs.recs = newRecordings(bs)
+	cfg.Host.OnStarted(bs.warm)
+	cfg.Host.OnBoxDeleted(bs.forgetBox)
 	return bs
 }
 
@@ -347,10 +349,10 @@ func (bs *Browsers) startIn(ctx context.Context, rt *agent.Client, b *store.Box)
 	return bb, bb.ctl, nil
 }
 
-// Warm starts the Chromium of box b, whose sandbox has just started, in
+// warm starts the Chromium of box b, whose sandbox has just started, in
 // the background. It does nothing for a box without a browser, and skips
 // a box that was paused or stopped in the meantime.
-func (bs *Browsers) Warm(b *store.Box) {
+func (bs *Browsers) warm(b *store.Box) {
 	if !b.Browser {
 		return
 	}

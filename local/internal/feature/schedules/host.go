@@ -38,6 +38,9 @@ type Host interface {
 	// for those Go started.
 	Go(f func(ctx context.Context)) bool
 	Wait()
+	// OnBoxDeleted registers fn to run each time a box is deleted, once
+	// its sandbox, files and record are gone.
+	OnBoxDeleted(fn func(id string))
 	Store() *store.Store
 }
 

@@ -162,7 +162,9 @@ type inflight struct{ runID string }
 // New returns the schedules feature; Start arms the stored schedules.
 func New(cfg Config) *Schedules {
 	ctx, cancel := context.WithCancel(cfg.Host.Context())
-	return &Schedules{host: cfg.Host, db: cfg.Host.Store(), cfg: cfg, ctx: ctx, cancel: cancel, armed: map[string]*armedSchedule{}, running: map[string]*inflight{}}
+	sch := &Schedules{host: cfg.Host, db: cfg.Host.Store(), cfg: cfg, ctx: ctx, cancel: cancel, armed: map[string]*armedSchedule{}, running: map[string]*inflight{}}
+	cfg.Host.OnBoxDeleted(sch.forgetBox)
+	return sch
 }
 
 // Start arms the stored active schedules. Schedules of boxes that no longer
@@ -323,7 +325,7 @@ func (sch *Schedules) run(sc *store.Schedule, at time.Time, fl *inflight) {
 	if err != nil {
 		sch.ended(sc.ID, fl)
 		if errors.Is(err, store.ErrNotFound) {
-			sch.ForgetBox(sc.BoxID)
+			sch.forgetBox(sc.BoxID)
 		}
 		return
 	}
@@ -553,8 +555,8 @@ func (sch *Schedules) Armed() int {
 	return len(sch.armed)
 }
 
-// ForgetBox disarms and deletes the schedules of a deleted box.
-func (sch *Schedules) ForgetBox(boxID string) {
+// forgetBox disarms and deletes the schedules of a deleted box.
+func (sch *Schedules) forgetBox(boxID string) {
 	sch.mu.Lock()
 	defer sch.mu.Unlock()
 	for id, a := range sch.armed {
