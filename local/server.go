@@ -370,6 +370,7 @@ func New(cfg Config) (*Server, error) {
 	s.onClose(s.core.Close)
 	if s.previews, err = previews.New(previews.Config{
 		Host:            s.core,
+		Records:         db,
 		BaseURL:         cfg.PublicURLBase,
 		Hold:            cfg.PublicURLHold,
 		IsAPICredential: func(r *http.Request) bool { return s.carriesKey(r, true) },
@@ -415,6 +416,7 @@ func New(cfg Config) (*Server, error) {
 	s.boxes = boxes.New(boxes.Config{Core: s.core, Images: s.images, PolicyChanged: s.net.policyChanged, Desktops: desktops})
 	s.snapshots = snapshots.New(snapshots.Config{
 		Host:           s.core,
+		Records:        db,
 		Dir:            filepath.Join(cfg.DataDir, "snapshots"),
 		ValidateCreate: boxes.ValidateCreate,
 		CreateBox:      s.boxes.Create,
@@ -423,6 +425,7 @@ func New(cfg Config) (*Server, error) {
 	// The SSH servers that ServeSSH starts later close first.
 	if s.ssh, err = ssh.New(ssh.Config{
 		Host:               s.core,
+		Keys:               db,
 		DataDir:            cfg.DataDir,
 		APIKey:             cfg.APIKey,
 		AuthorizedKeysFile: cfg.SSHAuthorizedKeys,

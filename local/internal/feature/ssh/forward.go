@@ -73,7 +73,7 @@ func (s *SSH) sshDirectTCPIP(_ *gssh.Server, _ *gossh.ServerConn, nc gossh.NewCh
 		return
 	}
 	id, _ := ctx.Value(ctxBoxID{}).(string)
-	b, err := s.host.Store().Box(id)
+	b, err := s.host.Box(id)
 	if id == "" || err != nil {
 		_ = nc.Reject(gossh.Prohibited, noSuchBox(ctx.User()))
 		return
