@@ -374,6 +374,7 @@ func New(cfg Config) (*Server, error) {
 	s.onClose(s.core.Close)
 	if s.previews, err = previews.New(previews.Config{
 		Host:            s.core,
+		Records:         db,
 		BaseURL:         cfg.PublicURLBase,
 		Hold:            cfg.PublicURLHold,
 		IsAPICredential: func(r *http.Request) bool { return s.carriesKey(r, true) },
@@ -385,7 +386,7 @@ func New(cfg Config) (*Server, error) {
 	s.net.previews = s.previews
 	s.onClose(s.previews.Close)
 	s.browsers = browsers.New(browsers.Config{
-		Host:         s.core,
+		Host:         s.core.NewFeatureHost(),
 		ChromiumPath: cfg.ChromiumPath,
 		Isolation:    s.cfg.Isolation,
 		ProviderURLs: cfg.ModelProviderURLs,
@@ -394,10 +395,9 @@ func New(cfg Config) (*Server, error) {
 		DesktopDevtoolsPort: desktop.DevtoolsPort,
 	})
 	s.onClose(s.browsers.Close)
-	s.core.OnStarted(s.browsers.Warm)
 	s.webhooks = webhook.New(s.ctx, s.core.Logf)
 	s.runs = agentrun.New(agentrun.Config{
-		Host:         s.core,
+		Host:         s.core.NewFeatureHost(),
 		ProviderURLs: cfg.ModelProviderURLs,
 		Browser:      s.browsers,
 		Webhooks:     s.webhooks,
@@ -405,13 +405,12 @@ func New(cfg Config) (*Server, error) {
 	s.onClose(s.runs.Close)
 	s.onClose(s.core.CloseInits)
 	// Stored schedules get their timers back (package schedules).
-	s.schedules = schedules.New(schedules.Config{Host: s.core, Runs: s.runs, Webhooks: s.webhooks})
+	s.schedules = schedules.New(schedules.Config{Host: s.core.NewFeatureHost(), Runs: s.runs, Webhooks: s.webhooks})
 	s.schedules.Start()
 	s.onClose(s.schedules.Close)
 	chromium, chromiumErr := s.browsers.Chromium()
 	s.desktops = desktop.New(desktop.Config{Host: s.core, ChromiumPath: chromium, ProviderURLs: cfg.ModelProviderURLs})
 	s.onClose(s.desktops.Close)
-	s.core.OnBoxDeleted(s.desktops.ForgetBox)
 	desktops := func() error {
 		if s.cfg.Isolation != sandbox.ModeBwrap {
 			return errdefs.NotImplemented("desktops need boxd's bubblewrap isolation: each box's display is its own only in a sandbox")
@@ -421,6 +420,7 @@ func New(cfg Config) (*Server, error) {
 	s.boxes = boxes.New(boxes.Config{Core: s.core, Images: s.images, PolicyChanged: s.net.policyChanged, Desktops: desktops})
 	s.snapshots = snapshots.New(snapshots.Config{
 		Host:           s.core,
+		Records:        db,
 		Dir:            filepath.Join(cfg.DataDir, "snapshots"),
 		ValidateCreate: boxes.ValidateCreate,
 		CreateBox:      s.boxes.Create,
@@ -429,6 +429,7 @@ func New(cfg Config) (*Server, error) {
 	// The SSH servers that ServeSSH starts later close first.
 	if s.ssh, err = ssh.New(ssh.Config{
 		Host:               s.core,
+		Keys:               db,
 		DataDir:            cfg.DataDir,
 		APIKey:             cfg.APIKey,
 		AuthorizedKeysFile: cfg.SSHAuthorizedKeys,
@@ -441,8 +442,6 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.onClose(s.ssh.Close)
 	s.handler = s.withPreviews(s.routes())
-	s.core.OnBoxDeleted(s.schedules.ForgetBox)
-	s.core.OnBoxDeleted(s.browsers.ForgetBox)
 	// Expired ephemeral boxes go, and keep-alive boxes with an init
 	// command start again.
 	s.core.Start()

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/upstash/box-go/local/internal/egress"
-	"github.com/upstash/box-go/local/internal/sandbox"
 )
 
 // BridgePath is the agent's internal route that boxd uses to reach a TCP
@@ -24,6 +23,11 @@ import (
 // listens on the port the answer is 502 with the API's error body. Like
 // ProcessPath it is not part of the public API.
 const BridgePath = "/internal/bridge"
+
+// HealthPath is the route that boxd's liveness check asks (Client.Health):
+// the agent answers it at once, 204, touching nothing of the box. Like
+// ProcessPath it is not part of the public API.
+const HealthPath = "/internal/health"
 
 // BridgeProtocol is the Upgrade token of BridgePath.
 const BridgeProtocol = "boxd-tcp"
@@ -44,7 +48,7 @@ func (a *Agent) withInternal(next http.Handler) http.Handler {
 		case BridgePath:
 			a.serveBridge(w, r)
 			return
-		case sandbox.HealthPath:
+		case HealthPath:
 			// boxd's liveness check: answered from memory, touching
 			// nothing of the box.
 			w.WriteHeader(http.StatusNoContent)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/egress"
+	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/session"
 )
 
@@ -41,15 +42,20 @@ const (
 	maxListAnswer = 16 << 20
 	// bridgeHandshake bounds DialPort's handshake.
 	bridgeHandshake = 30 * time.Second
+	// healthTimeout bounds Health: the time the agent has to answer.
+	healthTimeout = 10 * time.Second
 )
 
 // Error is an answer of the agent other than success. Callers reach it with
-// errors.As; a 404 matches fs.ErrNotExist and a 403 fs.ErrPermission.
+// errors.As and branch on its kind (package errdefs) with errors.Is: the
+// agent's statuses stay in this package. A missing path also matches
+// fs.ErrNotExist, and a refused one fs.ErrPermission.
 type Error struct {
 	// Status is the HTTP status the agent answered with. A process that
 	// the agent accepted but could not start or wait for, which it reports
 	// after the output (TrailerError), has 500, the status the agent's
-	// exec route answers it with.
+	// exec route answers it with. It is the client's own concern: callers
+	// ask for a kind (Kind, errors.Is) instead.
 	Status int
 	// Message is the agent's own message, or, when its answer had none,
 	// one that names the status. It is never empty.
@@ -60,17 +66,49 @@ type Error struct {
 // doing.
 func (e *Error) Error() string { return e.Message }
 
-// Is reports whether e is the agent's answer for a missing path (target
-// fs.ErrNotExist) or a refused one (fs.ErrPermission).
+// Kind is the kind of the agent's answer. A refusal of the request has the
+// kind of the refusal: errdefs.ErrNotFound, ErrPermission, ErrConflict,
+// ErrTooLarge, and ErrInvalidArgument for any other; a box whose disk is
+// full has errdefs.ErrNoSpace. Any other failure is the agent's own, not
+// the request's, and has errdefs.ErrUpstream: to boxd, the agent is a
+// service it relies on.
+func (e *Error) Kind() error {
+	switch s := e.Status; {
+	case s == http.StatusNotFound:
+		return errdefs.ErrNotFound
+	case s == http.StatusForbidden:
+		return errdefs.ErrPermission
+	case s == http.StatusConflict:
+		return errdefs.ErrConflict
+	case s == http.StatusRequestEntityTooLarge:
+		return errdefs.ErrTooLarge
+	case s >= 400 && s < 500:
+		return errdefs.ErrInvalidArgument
+	case s == http.StatusInsufficientStorage:
+		return errdefs.ErrNoSpace
+	}
+	return errdefs.ErrUpstream
+}
+
+// Is reports whether target is e's kind (Kind), fs.ErrNotExist for a
+// missing path, fs.ErrPermission for a refused one, or ErrNotListening
+// for DialPort's answer that nothing listens on the port.
 func (e *Error) Is(target error) bool {
 	switch target {
 	case fs.ErrNotExist:
 		return e.Status == http.StatusNotFound
 	case fs.ErrPermission:
 		return e.Status == http.StatusForbidden
+	case ErrNotListening:
+		// The agent answers 502 to a bridge request alone (DialPort).
+		return e.Status == http.StatusBadGateway
 	}
-	return false
+	return target == e.Kind()
 }
+
+// ErrNotListening is matched (errors.Is) by DialPort's *Error when nothing
+// listens on the port in the box.
+var ErrNotListening = errors.New("agent: nothing listens on the port")
 
 // ErrExitUnknown is returned by Process.Wait when the process's output
 // ended without its exit status: the agent went away before it could send
@@ -209,6 +247,26 @@ func (c *Client) postJSON(ctx context.Context, name string, in any) (*http.Respo
 	}
 	req.Header.Set("Content-Type", "application/json")
 	return c.do(req, http.StatusOK)
+}
+
+// Health asks the agent whether it answers (HealthPath), over a kept
+// connection of the client's. It returns nil once the agent has answered,
+// as it does at once, from memory; an *Error when it answered otherwise;
+// and the transport's error, wrapped, when it did not answer before ctx
+// ended or within 10 seconds.
+func (c *Client) Health(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://box"+HealthPath, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.do(req, http.StatusNoContent)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+	return resp.Body.Close()
 }
 
 // ExecResult is a command that Exec ran to its end.
@@ -435,7 +493,8 @@ func (c *Client) Session(ctx context.Context, start *session.Start) (*session.Se
 // DialPort connects to TCP port inside the box: it asks the agent to turn
 // a connection of its own into a relay to that port (BridgePath). The
 // handshake is bounded by ctx and by 30 seconds; the connection it returns
-// is not. The agent answers 502 (an *Error) when nothing listens there.
+// is not. When nothing listens there, the agent's answer is an *Error
+// that matches ErrNotListening.
 func (c *Client) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	conn, err := c.dial(ctx)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -14,9 +15,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/sandbox"
 	"github.com/upstash/box-go/session"
 )
@@ -295,6 +299,7 @@ func TestClientErrorAnswers(t *testing.T) {
 				"WriteFile": func() error { return c.WriteFile(ctx, "f", strings.NewReader("x")) },
 				"ListFiles": func() error { _, err := c.ListFiles(ctx, ""); return err },
 				"DialPort":  func() error { _, err := c.DialPort(ctx, 1); return err },
+				"Health":    func() error { return c.Health(ctx) },
 			}
 			for call, f := range calls {
 				err := f()
@@ -319,6 +324,65 @@ func TestClientTransportErrors(t *testing.T) {
 	}
 	if _, err := c.DialPort(t.Context(), 80); !errors.Is(err, gone) {
 		t.Errorf("DialPort = %v", err)
+	}
+}
+
+// TestClientHealth asks a real agent whether it answers, several times over
+// the one connection the client keeps; an agent that never answers fails
+// the question once its context ends.
+func TestClientHealth(t *testing.T) {
+	t.Parallel()
+	_, tree := realAgent(t, "box-test")
+	a := New(Config{BoxID: "box-test", HostRoot: tree.Dir}, nil)
+	sock := serveUnix(t, a.withInternal(a.Handler()))
+	var dials atomic.Int32
+	c := NewClient(ClientConfig{BoxID: "box-test", Dial: func(ctx context.Context) (net.Conn, error) {
+		dials.Add(1)
+		return UnixDialer(sock)(ctx)
+	}})
+	t.Cleanup(c.CloseIdleConnections)
+	for range 3 {
+		if err := c.Health(t.Context()); err != nil {
+			t.Fatalf("Health = %v", err)
+		}
+	}
+	if n := dials.Load(); n != 1 {
+		t.Errorf("three questions dialled %d times, want once", n)
+	}
+
+	hung := filepath.Join(t.TempDir(), "hung.sock")
+	l, err := net.Listen("unix", hung)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan []net.Conn, 1)
+	go func() {
+		var conns []net.Conn
+		defer func() { accepted <- conns }()
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, conn)
+		}
+	}()
+	defer func() {
+		l.Close()
+		for _, conn := range <-accepted {
+			conn.Close()
+		}
+	}()
+	hc := clientOf(t, "box-test", hung)
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = hc.Health(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || errors.As(err, new(*Error)) {
+		t.Errorf("a hung agent: Health = %v, want the context's deadline", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("a hung agent: Health took %s", d)
 	}
 }
 
@@ -358,6 +422,55 @@ func TestClientDialPort(t *testing.T) {
 
 	_, err = c.DialPort(t.Context(), closedPort(t))
 	wantAgentError(t, "a port nobody listens on", err, http.StatusBadGateway, "nothing is listening")
+	if !errors.Is(err, ErrNotListening) {
+		t.Errorf("a port nobody listens on: %v does not match ErrNotListening", err)
+	}
+	_, err = c.DialPort(t.Context(), 0)
+	if err == nil || errors.Is(err, ErrNotListening) || !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("port 0: %v, want an invalid argument that is not ErrNotListening", err)
+	}
+}
+
+// TestErrorKinds checks the kinds the agent's answers have: a refusal
+// keeps its kind, a full disk is ErrNoSpace, any other failure is the
+// agent's own (ErrUpstream); and each matches no other kind.
+func TestErrorKinds(t *testing.T) {
+	t.Parallel()
+	kinds := []error{errdefs.ErrInvalidArgument, errdefs.ErrNotFound, errdefs.ErrUnauthenticated, errdefs.ErrPermission,
+		errdefs.ErrConflict, errdefs.ErrTooLarge, errdefs.ErrNotImplemented, errdefs.ErrMissingDependency,
+		errdefs.ErrUpstream, errdefs.ErrUpstreamTimeout, errdefs.ErrUnavailable, errdefs.ErrNoSpace}
+	for status, want := range map[int]error{
+		http.StatusBadRequest:            errdefs.ErrInvalidArgument,
+		http.StatusUnprocessableEntity:   errdefs.ErrInvalidArgument,
+		http.StatusNotFound:              errdefs.ErrNotFound,
+		http.StatusForbidden:             errdefs.ErrPermission,
+		http.StatusConflict:              errdefs.ErrConflict,
+		http.StatusRequestEntityTooLarge: errdefs.ErrTooLarge,
+		http.StatusInsufficientStorage:   errdefs.ErrNoSpace,
+		http.StatusInternalServerError:   errdefs.ErrUpstream,
+		http.StatusBadGateway:            errdefs.ErrUpstream,
+		http.StatusServiceUnavailable:    errdefs.ErrUpstream,
+	} {
+		err := fmt.Errorf("doing it: %w", &Error{Status: status, Message: "no"})
+		var ae *Error
+		if !errors.As(err, &ae) || ae.Kind() != want {
+			t.Errorf("%d: kind %v, want %v", status, ae.Kind(), want)
+		}
+		for _, k := range kinds {
+			if got := errors.Is(err, k); got != (k == want) {
+				t.Errorf("%d: errors.Is(%v) = %v", status, k, got)
+			}
+		}
+		if got := errors.Is(err, fs.ErrNotExist); got != (status == http.StatusNotFound) {
+			t.Errorf("%d: errors.Is(fs.ErrNotExist) = %v", status, got)
+		}
+		if got := errors.Is(err, fs.ErrPermission); got != (status == http.StatusForbidden) {
+			t.Errorf("%d: errors.Is(fs.ErrPermission) = %v", status, got)
+		}
+		if got := errors.Is(err, ErrNotListening); got != (status == http.StatusBadGateway) {
+			t.Errorf("%d: errors.Is(ErrNotListening) = %v", status, got)
+		}
+	}
 }
 
 // closedPort returns a loopback port on which nothing listens, nor can

@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"regexp"
 	"slices"
 	"sort"
@@ -19,7 +18,6 @@ import (
 	"time"
 
 	"github.com/upstash/box-go/gen"
-	"github.com/upstash/box-go/local/internal/api"
 	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/egress"
 	"github.com/upstash/box-go/local/internal/errdefs"
@@ -274,7 +272,7 @@ func (x *Boxes) DeleteBoxes(ctx context.Context, req gen.DeleteBoxesRequestObjec
 		}
 		b, err := x.core.Box(id)
 		if err != nil {
-			if api.Status(err) == http.StatusNotFound {
+			if errors.Is(err, errdefs.ErrNotFound) {
 				return nil, errdefs.NotFound("box not found: %s", id)
 			}
 			return nil, err

@@ -168,6 +168,49 @@ func (c *Core) Go(f func(ctx context.Context)) bool {
 	return true
 }
 
+// FeatureHost is the core as one feature is given it: every method of
+// Core, with a Go and a Wait of the feature's own. The goroutines of its
+// Go are boxd's tracker's (Core.Go) too, so that boxd waits for every one
+// of them; Wait lets the feature's Close wait for its own, at the point of
+// its close where they must have ended.
+type FeatureHost struct {
+	*Core
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// NewFeatureHost returns a host for one feature.
+func (c *Core) NewFeatureHost() *FeatureHost { return &FeatureHost{Core: c} }
+
+// Go runs f in a goroutine of boxd's tracker, with boxd's lifetime as its
+// context, and reports whether it did: once Wait or boxd's close has
+// begun, it does not.
+func (h *FeatureHost) Go(f func(ctx context.Context)) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	h.wg.Add(1)
+	if !h.Core.Go(func(ctx context.Context) {
+		defer h.wg.Done()
+		f(ctx)
+	}) {
+		h.wg.Done()
+		return false
+	}
+	return true
+}
+
+// Wait refuses new goroutines (Go) and waits for those Go started.
+func (h *FeatureHost) Wait() {
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+	h.wg.Wait()
+}
+
 // Context is boxd's lifetime.
 func (c *Core) Context() context.Context { return c.ctx }
 

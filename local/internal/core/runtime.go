@@ -124,6 +124,15 @@ func (c *Core) runtime(id string) (*runtime, error) {
 	}
 }
 
+// agentHealth is the liveness watch's question to box id's agent: a
+// client of its own, which keeps its own connection, asks Health.
+func agentHealth(id string) sandbox.HealthFunc {
+	return func(dial func(context.Context) (net.Conn, error)) (func(context.Context) error, func()) {
+		c := agent.NewClient(agent.ClientConfig{BoxID: id, Dial: dial})
+		return c.Health, c.CloseIdleConnections
+	}
+}
+
 func (c *Core) newRuntime(id string) *runtime {
 	r := &runtime{id: id}
 	r.agent = agent.NewClient(agent.ClientConfig{
@@ -497,6 +506,7 @@ func (c *Core) start(b *store.Box) (*sandbox.Sandbox, error) {
 		Limits:       limits,
 		Image:        root,
 		Path:         path,
+		Health:       agentHealth(b.ID),
 	})
 	if err != nil {
 		c.cfg.Network.StopBox(b.ID)

@@ -2,17 +2,19 @@ package sandbox
 
 import (
 	"context"
-	"io"
 	"net"
-	"net/http"
 	"time"
 
 	"github.com/upstash/box-go/local/internal/proc"
 )
 
-// HealthPath is the agent's internal route that boxd's liveness check
-// asks; the agent answers it at once, touching nothing of the box.
-const HealthPath = "/internal/health"
+// HealthFunc makes the question of a sandbox's liveness watch: given dial,
+// which reaches the sandbox's agent, it returns ask, which returns nil once
+// the agent has answered and an error when it did not answer before ctx
+// ended, and done, which closes the connection ask keeps. boxd's asks the
+// agent's client (agent.Client.Health); the sandbox layer speaks no
+// protocol to its agent.
+type HealthFunc func(dial func(context.Context) (net.Conn, error)) (ask func(context.Context) error, done func())
 
 // Bounds on the agent. A box's processes run as the agent's user, so
 // they can stop it (SIGSTOP) however untraceable it is; an agent that
@@ -40,17 +42,13 @@ const (
 func (s *Sandbox) Hung() bool { return s.hung.Load() }
 
 // watchLiveness asks the agent every LivenessInterval, while the sandbox
-// runs and is not paused, whether it answers, and kills the sandbox once
-// it has not answered within LivenessTimeout. The check keeps a
-// connection of its own, so an agent too busy to accept new ones (out of
-// descriptors) still counts as alive while it serves.
-func (s *Sandbox) watchLiveness() {
-	tr := &http.Transport{
-		DialContext:         func(ctx context.Context, _, _ string) (net.Conn, error) { return s.Dial(ctx) },
-		MaxIdleConnsPerHost: 1,
-		DisableCompression:  true,
-	}
-	defer tr.CloseIdleConnections()
+// runs and is not paused, whether it answers (Spec.Health), and kills the
+// sandbox once it has not answered within LivenessTimeout. The question
+// keeps a connection of its own, so an agent too busy to accept new ones
+// (out of descriptors) still counts as alive while it serves.
+func (s *Sandbox) watchLiveness(health HealthFunc) {
+	ask, done := health(s.Dial)
+	defer done()
 	tick := time.NewTicker(LivenessInterval)
 	defer tick.Stop()
 	for {
@@ -66,7 +64,7 @@ func (s *Sandbox) watchLiveness() {
 			continue
 		}
 		before, beforeErr := proc.ActivityOf(s.agentPID)
-		if s.answers(tr, LivenessTimeout) {
+		if s.answers(ask, LivenessTimeout) {
 			continue
 		}
 		s.mu.Lock()
@@ -91,22 +89,11 @@ func (s *Sandbox) watchLiveness() {
 	}
 }
 
-// answers reports whether the agent answers a health request within
-// timeout.
-func (s *Sandbox) answers(tr http.RoundTripper, timeout time.Duration) bool {
+// answers reports whether the agent answers ask within timeout.
+func (s *Sandbox) answers(ask func(context.Context) error, timeout time.Duration) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://box"+HealthPath, nil)
-	if err != nil {
-		return false
-	}
-	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		return false
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-	resp.Body.Close()
-	return true
+	return ask(ctx) == nil
 }
 
 // busy reports whether the agent, whose activity was before when it was

@@ -323,6 +323,9 @@ type Spec struct {
 	Image string
 	// Path is PATH in the box, for its /etc/profile; empty is Path.
 	Path string
+	// Health asks the agent whether it answers, for the liveness watch
+	// (see LivenessInterval). Nil leaves the sandbox unwatched.
+	Health HealthFunc
 }
 
 // hostCABundle is where Debian-like systems keep the CA bundle that
@@ -604,7 +607,9 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		}
 	}
 	started = true
-	go s.watchLiveness()
+	if spec.Health != nil {
+		go s.watchLiveness(spec.Health)
+	}
 	return s, nil
 }
 

@@ -37,6 +37,11 @@ type Host interface {
 	Logger() *slog.Logger
 	// Context is boxd's lifetime; every run's context derives from it.
 	Context() context.Context
+	// Go runs f in a goroutine that boxd tracks, and reports whether it
+	// did: not once Wait has begun. Wait refuses new goroutines and waits
+	// for those Go started.
+	Go(f func(ctx context.Context)) bool
+	Wait()
 	Store() *store.Store
 }
 

@@ -175,7 +175,7 @@ func (rs *Runs) prepareRun(ctx context.Context, id string, spec *runSpec) (*stor
 		res, err := rt.Exec(ctx, []string{"sh", "-c", `command -v "$0" >/dev/null`, inv.binary}, "")
 		var ae *agent.Error
 		switch {
-		case errors.As(err, &ae) && ae.Status >= 500:
+		case errors.As(err, &ae) && errors.Is(ae, errdefs.ErrUpstream):
 			return nil, errdefs.Upstream("%s: cannot check for `%s` in the box: %s", inv.name, inv.binary, ae.Message)
 		case errors.As(err, &ae):
 			// The box is in no state to run the check (its home has gone,

@@ -218,7 +218,6 @@ type Runs struct {
 
 	mu     sync.Mutex
 	active map[string]*agentRun
-	wg     sync.WaitGroup
 	closed bool
 }
 
@@ -245,13 +244,17 @@ func (rs *Runs) begin(b *store.Box, spec *runSpec) (*agentRun, error) {
 		cancel()
 		return nil, err
 	}
+	// Close marks rs closed (under rs.mu, held here) before it waits, so
+	// Go refuses nothing a begin asks for while rs is open.
 	rs.active[r.id] = r
-	rs.wg.Add(1)
-	go func() {
-		defer rs.wg.Done()
+	if !rs.host.Go(func(context.Context) {
 		rs.execute(r, rec)
 		cancel()
-	}()
+	}) {
+		delete(rs.active, r.id)
+		cancel()
+		return nil, errdefs.Unavailable("boxd is shutting down")
+	}
 	return r, nil
 }
 
@@ -280,7 +283,7 @@ func (rs *Runs) closeAll() {
 		r.cancel()
 	}
 	rs.mu.Unlock()
-	rs.wg.Wait()
+	rs.host.Wait()
 }
 
 func (rs *Runs) wasCancelled(r *agentRun) bool {

@@ -91,7 +91,6 @@ type Browsers struct {
 	tokens map[string]*linkToken
 	cache  map[string]browser.Action // act(instruction) answers by box, URL and instruction
 	closed bool
-	warms  sync.WaitGroup // starts with the box (warm)
 }
 
 // linkToken authorises the connections of a CDP or live view URL.
@@ -131,6 +130,8 @@ func New(cfg Config) *Browsers {
 	bs.base, bs.cancel = context.WithCancel(cfg.Host.Context())
 	bs.chromium, bs.chromiumErr = findChromium(cfg.ChromiumPath, cfg.Isolation)
 	bs.recs = newRecordings(bs)
+	cfg.Host.OnStarted(bs.warm)
+	cfg.Host.OnBoxDeleted(bs.forgetBox)
 	return bs
 }
 
@@ -348,10 +349,10 @@ func (bs *Browsers) startIn(ctx context.Context, rt *agent.Client, b *store.Box)
 	return bb, bb.ctl, nil
 }
 
-// Warm starts the Chromium of box b, whose sandbox has just started, in
+// warm starts the Chromium of box b, whose sandbox has just started, in
 // the background. It does nothing for a box without a browser, and skips
 // a box that was paused or stopped in the meantime.
-func (bs *Browsers) Warm(b *store.Box) {
+func (bs *Browsers) warm(b *store.Box) {
 	if !b.Browser {
 		return
 	}
@@ -364,9 +365,9 @@ func (bs *Browsers) Warm(b *store.Box) {
 	if bs.closed {
 		return
 	}
-	bs.warms.Add(1)
-	go func() {
-		defer bs.warms.Done()
+	// Close marks bs closed (under bs.mu, held here) before it waits, so
+	// Go refuses no warm of an open bs.
+	bs.host.Go(func(context.Context) {
 		// Not ensureRunning: a box paused, stopped or deleted since is
 		// left as it is.
 		rt, ok := bs.host.Running(b.ID)
@@ -376,7 +377,7 @@ func (bs *Browsers) Warm(b *store.Box) {
 		// A failure is in the box's log (launch); the next browser call
 		// tries again and answers with it.
 		_, _, _ = bs.startIn(bs.base, rt, b)
-	}()
+	})
 }
 
 // DevtoolsURL is where box b's processes reach its Chromium's DevTools
@@ -758,8 +759,9 @@ func (bs *Browsers) Close() {
 	bs.recs.close()
 	bs.cancel()
 	// Starts in the background end with bs.base; what they started is
-	// stopped below with the rest.
-	bs.warms.Wait()
+	// stopped below with the rest. The recordings' goroutines have ended
+	// (recs.close), or end as soon as the stop they run returns.
+	bs.host.Wait()
 	bs.mu.Lock()
 	all := make([]*boxBrowser, 0, len(bs.boxes))
 	for _, bb := range bs.boxes {

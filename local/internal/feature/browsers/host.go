@@ -43,6 +43,17 @@ type Host interface {
 	Clock() core.Clock
 	// Context is boxd's lifetime; live views and proxies end with it.
 	Context() context.Context
+	// Go runs f in a goroutine that boxd tracks, and reports whether it
+	// did: not once Wait has begun. Wait refuses new goroutines and waits
+	// for those Go started.
+	Go(f func(ctx context.Context)) bool
+	Wait()
+	// OnStarted registers fn to run each time a box's sandbox has
+	// started.
+	OnStarted(fn func(b *store.Box))
+	// OnBoxDeleted registers fn to run each time a box is deleted, once
+	// its sandbox, files and record are gone.
+	OnBoxDeleted(fn func(id string))
 	Store() *store.Store
 }
 
@@ -65,9 +76,9 @@ type Config struct {
 // Chromium returns the Chromium that boxes run, or why there is none.
 func (bs *Browsers) Chromium() (string, error) { return bs.chromium, bs.chromiumErr }
 
-// ForgetBox ends the active recording of a deleted box and deletes its
+// forgetBox ends the active recording of a deleted box and deletes its
 // recording records.
-func (bs *Browsers) ForgetBox(id string) { bs.recs.forgetBox(id) }
+func (bs *Browsers) forgetBox(id string) { bs.recs.forgetBox(id) }
 
 // ServeSegment serves one HLS segment of a recording.
 func (bs *Browsers) ServeSegment(w http.ResponseWriter, r *http.Request) { bs.recs.serveSegment(w, r) }

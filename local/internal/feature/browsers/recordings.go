@@ -53,7 +53,6 @@ type recordings struct {
 	mu        sync.Mutex
 	active    map[string]*activeRecording // by box id
 	closed    bool
-	wg        sync.WaitGroup
 	stopSweep func() bool
 }
 
@@ -228,15 +227,19 @@ func (rs *recordings) start(ctx context.Context, b *store.Box, maxSeconds int) (
 		return nil, err
 	}
 	ar := &activeRecording{rec: *rec, r: r, done: make(chan struct{})}
-	rs.active[b.ID] = ar
-	rs.wg.Add(1)
 	inUse := rs.bs.host.Busy(b.ID) // a recording box stays awake
-	go func() {
-		defer rs.wg.Done()
+	// close marks rs closed (under rs.mu, held here) before it waits, so
+	// Go refuses nothing while rs is open.
+	if !rs.bs.host.Go(func(context.Context) {
 		<-r.Done()
 		inUse()
 		rs.finish(ar)
-	}()
+	}) {
+		inUse()
+		r.Stop(browser.StopLost)
+		return nil, core.ErrClosing
+	}
+	rs.active[b.ID] = ar
 	rs.bs.host.Logf(b.ID, "info", "system", "browser recording "+rec.ID+" started")
 	return rec, nil
 }
@@ -324,7 +327,10 @@ func (rs *recordings) stop(ctx context.Context, boxID string) (*store.Recording,
 	if ar == nil {
 		return nil, errdefs.Conflict("box %s has no active recording", boxID)
 	}
-	rs.wg.Go(func() { ar.r.Stop(browser.StopRequested) })
+	if !rs.bs.host.Go(func(context.Context) { ar.r.Stop(browser.StopRequested) }) {
+		// boxd is closing, which stops every recording.
+		return nil, core.ErrClosing
+	}
 	select {
 	case <-ar.done:
 	case <-ctx.Done():
@@ -350,7 +356,7 @@ func (rs *recordings) forgetBox(boxID string) {
 	}
 }
 
-// Close stops every active recording and waits for their files.
+// close stops every active recording and waits for their files.
 func (rs *recordings) close() {
 	rs.mu.Lock()
 	rs.closed = true
@@ -365,7 +371,9 @@ func (rs *recordings) close() {
 	for _, ar := range all {
 		ar.r.Stop(browser.StopLost)
 	}
-	rs.wg.Wait()
+	for _, ar := range all {
+		<-ar.done
+	}
 }
 
 func recordingData(r *store.Recording) gen.Recording {

@@ -41,6 +41,9 @@ type Host interface {
 	Agent(id string) (*agent.Client, error)
 	// Running returns the client of a box's agent when the box runs now.
 	Running(id string) (*agent.Client, bool)
+	// OnBoxDeleted registers fn to run each time a box is deleted, once
+	// its sandbox, files and record are gone.
+	OnBoxDeleted(fn func(id string))
 }
 
 // Config configures the feature.
@@ -114,7 +117,9 @@ type Desktops struct {
 
 // New returns the desktop feature.
 func New(cfg Config) *Desktops {
-	return &Desktops{host: cfg.Host, cfg: cfg, boxes: map[string]*session{}, locks: map[string]*sync.Mutex{}}
+	ds := &Desktops{host: cfg.Host, cfg: cfg, boxes: map[string]*session{}, locks: map[string]*sync.Mutex{}}
+	cfg.Host.OnBoxDeleted(ds.forgetBox)
+	return ds
 }
 
 // session is a desktop running in a box: the process that started its
@@ -146,8 +151,8 @@ func (s *session) running() bool {
 	}
 }
 
-// ForgetBox ends the desktop of a box that is deleted.
-func (ds *Desktops) ForgetBox(id string) {
+// forgetBox ends the desktop of a box that is deleted.
+func (ds *Desktops) forgetBox(id string) {
 	ds.mu.Lock()
 	s := ds.boxes[id]
 	delete(ds.boxes, id)

@@ -86,7 +86,7 @@ func TestAgentFailure(t *testing.T) {
 		http.StatusInternalServerError:   nil,
 		http.StatusBadGateway:            nil,
 	} {
-		err := agentFailure(status, "the agent said no")
+		err := agentFailure((&agent.Error{Status: status, Message: "x"}).Kind(), "the agent said no")
 		if got := errdefs.Of(err); got != want {
 			t.Errorf("agent %d is of kind %v, want %v", status, got, want)
 		}

@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"path"
 	"regexp"
@@ -248,7 +247,7 @@ func (g *gitBox) git(ctx context.Context, o gitOpts, args ...string) (gitResult,
 	p, err := g.rt.Process(ctx, agent.ProcessRequest{Argv: append([]string{"git"}, args...), Folder: g.folder, Env: env, Stdin: o.stdin, MergeStderr: o.merge})
 	var ae *agent.Error
 	if errors.As(err, &ae) {
-		return res, agentFailure(ae.Status, g.secret.scrub(ae.Message))
+		return res, agentFailure(ae.Kind(), g.secret.scrub(ae.Message))
 	}
 	if err != nil {
 		return res, err
@@ -343,7 +342,7 @@ func (g *gitBox) cloneInside(ctx context.Context, repoURL string) (bool, error) 
 	switch {
 	case errors.Is(err, agent.ErrTooLarge):
 		return true, nil // something is in it
-	case errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status == http.StatusBadRequest):
+	case errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrInvalidArgument):
 		// Nothing there, or not a directory: the destination (git
 		// refuses the latter itself).
 		return false, nil
@@ -777,23 +776,12 @@ func (f *Git) updateGitConfig(ctx context.Context, id string, body *gen.GitConfi
 	return gen.GitConfig{GitUserName: wire.Ptr(out.GitUserName), GitUserEmail: wire.Ptr(out.GitUserEmail)}, nil
 }
 
-// agentFailure is the error for an agent's answer of status with message
-// msg: a refusal of the request keeps its kind; anything else is the
-// agent's own failure, which the API answers 500.
-func agentFailure(status int, msg string) error {
-	switch {
-	case status == http.StatusNotFound:
-		return errdefs.NotFound("%s", msg)
-	case status == http.StatusForbidden:
-		return errdefs.Permission("%s", msg)
-	case status == http.StatusConflict:
-		return errdefs.Conflict("%s", msg)
-	case status == http.StatusRequestEntityTooLarge:
-		return errdefs.TooLarge("%s", msg)
-	case status == http.StatusInsufficientStorage:
-		return errdefs.NoSpace("%s", msg)
-	case status >= 400 && status < 500:
-		return errdefs.Invalid("%s", msg)
+// agentFailure is the error for an agent's answer of kind (agent.Error's
+// Kind) with message msg: a refusal of the request, or a full disk, keeps
+// its kind; anything else is the agent's own failure, an error of no kind.
+func agentFailure(kind error, msg string) error {
+	if kind == errdefs.ErrUpstream {
+		return errors.New(msg)
 	}
-	return errors.New(msg)
+	return errdefs.New(kind, "%s", msg)
 }

@@ -255,7 +255,7 @@ func (g *gitBox) readFile(ctx context.Context, abs string) ([]byte, error) {
 	switch {
 	case errors.Is(err, agent.ErrTooLarge):
 		return nil, errdefs.TooLarge("attachment %s is larger than %d bytes", abs, maxAttachmentBytes)
-	case errors.As(err, &ae) && ae.Status >= 500:
+	case errors.As(err, &ae) && errors.Is(ae, errdefs.ErrUpstream):
 		// The agent failed, not the request.
 		return nil, errdefs.Upstream("attachment %s cannot be read: %s", abs, ae.Message)
 	case errors.As(err, &ae):

@@ -32,12 +32,22 @@ type Host interface {
 	// Logf appends an entry to a box's log.
 	Logf(boxID, level, source, msg string)
 	Logger() *slog.Logger
-	Store() *store.Store
+}
+
+// Records is the store of public URL records, the records the feature
+// owns (boxd's *store.Store).
+type Records interface {
+	PutPreview(p *store.Preview) error
+	Preview(boxID string, port int) (*store.Preview, error)
+	Previews(boxID string) ([]*store.Preview, error)
+	DeletePreview(boxID string, port int) error
 }
 
 // Config configures the feature.
 type Config struct {
 	Host Host
+	// Records keeps the public URLs' records.
+	Records Records
 	// BaseURL is local.Config.PublicURLBase.
 	BaseURL string
 	// Hold is local.Config.PublicURLHold.

@@ -60,7 +60,7 @@ var proxyPort = func() int {
 // boxes can both serve port 3000.
 type Previews struct {
 	host     Host
-	db       *store.Store
+	db       Records
 	cfg      Config
 	base     *url.URL // Config.PublicURLBase, or nil
 	domain   string
@@ -83,7 +83,7 @@ type previewKey struct {
 // New returns the public URLs feature. It fails on a BaseURL that is not
 // an http or https URL with a host and nothing else.
 func New(cfg Config) (*Previews, error) {
-	pv := &Previews{host: cfg.Host, db: cfg.Host.Store(), cfg: cfg, domain: defaultPreviewDomain, conns: map[previewKey]map[*previewConn]struct{}{}}
+	pv := &Previews{host: cfg.Host, db: cfg.Records, cfg: cfg, domain: defaultPreviewDomain, conns: map[previewKey]map[*previewConn]struct{}{}}
 	pv.errorLog = slog.NewLogLogger(cfg.Host.Logger().Handler(), slog.LevelDebug)
 	if raw := cfg.BaseURL; raw != "" {
 		u, err := url.Parse(raw)
@@ -343,8 +343,12 @@ func (pv *Previews) Serve(w http.ResponseWriter, r *http.Request, id string, por
 		api.Error(w, errdefs.Unauthenticated("unauthorized"))
 		return
 	}
-	b, err := pv.db.Box(id)
-	if err != nil {
+	b, err := pv.host.Box(id)
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		api.Error(w, err)
+		return
+	case err != nil:
 		api.StoreError(pv.host.Logger(), w, err)
 		return
 	}
@@ -448,9 +452,7 @@ func (pv *Previews) dial(ctx context.Context, id string, port int) (net.Conn, er
 		if err == nil {
 			return pv.track(previewKey{id, port}, c)
 		}
-		// The agent answers 502 when nothing listens on the port.
-		var ae *agent.Error
-		if !errors.As(err, &ae) || ae.Status != http.StatusBadGateway {
+		if !errors.Is(err, agent.ErrNotListening) {
 			return nil, err
 		}
 		if h == nil {

@@ -33,6 +33,14 @@ type Host interface {
 	Clock() core.Clock
 	// Context is boxd's lifetime; exec runs' contexts derive from it.
 	Context() context.Context
+	// Go runs f in a goroutine that boxd tracks, and reports whether it
+	// did: not once Wait has begun. Wait refuses new goroutines and waits
+	// for those Go started.
+	Go(f func(ctx context.Context)) bool
+	Wait()
+	// OnBoxDeleted registers fn to run each time a box is deleted, once
+	// its sandbox, files and record are gone.
+	OnBoxDeleted(fn func(id string))
 	Store() *store.Store
 }
 

@@ -136,7 +136,6 @@ type Schedules struct {
 	// ctx ends when boxd closes; exec runs are bound to it.
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
 
 	// mu guards the maps and serialises changes to schedule records with
 	// the arming that follows them.
@@ -163,7 +162,9 @@ type inflight struct{ runID string }
 // New returns the schedules feature; Start arms the stored schedules.
 func New(cfg Config) *Schedules {
 	ctx, cancel := context.WithCancel(cfg.Host.Context())
-	return &Schedules{host: cfg.Host, db: cfg.Host.Store(), cfg: cfg, ctx: ctx, cancel: cancel, armed: map[string]*armedSchedule{}, running: map[string]*inflight{}}
+	sch := &Schedules{host: cfg.Host, db: cfg.Host.Store(), cfg: cfg, ctx: ctx, cancel: cancel, armed: map[string]*armedSchedule{}, running: map[string]*inflight{}}
+	cfg.Host.OnBoxDeleted(sch.forgetBox)
+	return sch
 }
 
 // Start arms the stored active schedules. Schedules of boxes that no longer
@@ -223,7 +224,7 @@ func (sch *Schedules) Close() {
 	}
 	sch.mu.Unlock()
 	sch.cancel()
-	sch.wg.Wait()
+	sch.host.Wait()
 }
 
 // arm sets the timer of an active schedule for its next activation,
@@ -286,15 +287,15 @@ func (sch *Schedules) fire(a *armedSchedule) {
 		fl = &inflight{}
 		sch.running[sc.ID] = fl
 	}
-	sch.wg.Add(1)
-	go func() {
-		defer sch.wg.Done()
+	// Close marks sch closed (under sch.mu, held here) before it waits,
+	// so Go refuses no activation of an open sch.
+	sch.host.Go(func(context.Context) {
 		if prev != nil {
 			sch.skip(sc, a.at, prev)
 			return
 		}
 		sch.run(sc, a.at, fl)
-	}()
+	})
 }
 
 // started notes the id of a schedule's run in progress.
@@ -324,7 +325,7 @@ func (sch *Schedules) run(sc *store.Schedule, at time.Time, fl *inflight) {
 	if err != nil {
 		sch.ended(sc.ID, fl)
 		if errors.Is(err, store.ErrNotFound) {
-			sch.ForgetBox(sc.BoxID)
+			sch.forgetBox(sc.BoxID)
 		}
 		return
 	}
@@ -554,8 +555,8 @@ func (sch *Schedules) Armed() int {
 	return len(sch.armed)
 }
 
-// ForgetBox disarms and deletes the schedules of a deleted box.
-func (sch *Schedules) ForgetBox(boxID string) {
+// forgetBox disarms and deletes the schedules of a deleted box.
+func (sch *Schedules) forgetBox(boxID string) {
 	sch.mu.Lock()
 	defer sch.mu.Unlock()
 	for id, a := range sch.armed {

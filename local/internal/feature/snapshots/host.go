@@ -31,12 +31,22 @@ type Host interface {
 	// Logf appends an entry to a box's log.
 	Logf(boxID, level, source, msg string)
 	Logger() *slog.Logger
-	Store() *store.Store
+}
+
+// Records is the store of snapshot records, the records the feature owns
+// (boxd's *store.Store).
+type Records interface {
+	PutSnapshot(sn *store.Snapshot) error
+	Snapshot(id string) (*store.Snapshot, error)
+	Snapshots(boxID string) ([]*store.Snapshot, error)
+	DeleteSnapshot(id string) error
 }
 
 // Config configures the feature.
 type Config struct {
 	Host Host
+	// Records keeps the snapshots' records.
+	Records Records
 	// Dir holds the archives.
 	Dir string
 	// ValidateCreate checks a create request as POST /v2/box does.
@@ -49,11 +59,11 @@ type Config struct {
 // Snapshots is the snapshots feature; its methods serve its operations.
 type Snapshots struct {
 	host Host
-	db   *store.Store
+	db   Records
 	cfg  Config
 }
 
 // New returns the snapshots feature.
 func New(cfg Config) *Snapshots {
-	return &Snapshots{host: cfg.Host, db: cfg.Host.Store(), cfg: cfg}
+	return &Snapshots{host: cfg.Host, db: cfg.Records, cfg: cfg}
 }

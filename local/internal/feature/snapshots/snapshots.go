@@ -143,7 +143,7 @@ func (f *Snapshots) takeSnapshot(ctx context.Context, b *store.Box, name string)
 	if err != nil {
 		// A delete that ran meanwhile removes the files before the
 		// record: the archive fails first.
-		if _, gone := f.db.Box(b.ID); errors.Is(gone, store.ErrNotFound) || f.host.Deleted(b.ID) {
+		if _, gone := f.host.Box(b.ID); errors.Is(gone, errdefs.ErrNotFound) || f.host.Deleted(b.ID) {
 			return nil, errdefs.NotFound("box not found")
 		}
 		if errors.Is(err, archive.ErrTooLarge) {
@@ -318,7 +318,7 @@ func (f *Snapshots) CreateBoxFromSnapshot(ctx context.Context, req gen.CreateBox
 	if body.Name != nil {
 		// Checked again, atomically, when the box is stored; this spares
 		// unpacking a whole snapshot for nothing.
-		if _, err := f.db.Box(*body.Name); err == nil {
+		if _, err := f.host.Box(*body.Name); err == nil {
 			return nil, errdefs.Conflict("a box named %q already exists", *body.Name)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,7 +13,7 @@ import (
 	gssh "github.com/gliderlabs/ssh"
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/upstash/box-go/local/internal/agent"
+	"github.com/upstash/box-go/local/internal/errdefs"
 	"github.com/upstash/box-go/local/internal/sandbox"
 	"github.com/upstash/box-go/local/internal/store"
 )
@@ -74,7 +73,7 @@ func (s *SSH) sshDirectTCPIP(_ *gssh.Server, _ *gossh.ServerConn, nc gossh.NewCh
 		return
 	}
 	id, _ := ctx.Value(ctxBoxID{}).(string)
-	b, err := s.host.Store().Box(id)
+	b, err := s.host.Box(id)
 	if id == "" || err != nil {
 		_ = nc.Reject(gossh.Prohibited, noSuchBox(ctx.User()))
 		return
@@ -96,8 +95,7 @@ func (s *SSH) sshDirectTCPIP(_ *gssh.Server, _ *gossh.ServerConn, nc gossh.NewCh
 	cancel()
 	if err != nil {
 		reason := gossh.ConnectionFailed
-		var ae *agent.Error
-		if errors.As(err, &ae) && ae.Status == http.StatusForbidden {
+		if errors.Is(err, errdefs.ErrPermission) {
 			reason = gossh.Prohibited
 		}
 		_ = nc.Reject(reason, err.Error())

@@ -20,18 +20,30 @@ import (
 
 // Host is what SSH needs of boxd's core.
 type Host interface {
+	// Box returns the record of a box, or an error of kind not found.
+	Box(idOrName string) (*store.Box, error)
 	// EnsureRunning starts box b if it is not running and returns the
 	// client of its agent (whose DialPort reaches a port in the box).
 	EnsureRunning(ctx context.Context, b *store.Box) (*agent.Client, error)
 	// Busy marks a box in use until done is called.
 	Busy(id string) (done func())
 	Logger() *slog.Logger
-	Store() *store.Store
+}
+
+// Keys is the store of the account's SSH keys, the records the feature
+// owns (boxd's *store.Store).
+type Keys interface {
+	SSHKeys() ([]*store.SSHKey, error)
+	SSHKeyByWire(wire []byte) (*store.SSHKey, error)
+	AddSSHKey(k *store.SSHKey, max int) (existing string, err error)
+	DeleteSSHKey(id string) error
 }
 
 // Config configures the feature.
 type Config struct {
 	Host Host
+	// Keys keeps the account's SSH keys.
+	Keys Keys
 	// DataDir keeps the host key.
 	DataDir string
 	// APIKey is the password.

@@ -49,7 +49,7 @@ func (s *SSH) GetSSHInfo(ctx context.Context, _ gen.GetSSHInfoRequestObject) (ge
 
 // ListSSHKeys answers the account's SSH keys.
 func (s *SSH) ListSSHKeys(ctx context.Context, _ gen.ListSSHKeysRequestObject) (gen.ListSSHKeysResponseObject, error) {
-	keys, err := s.host.Store().SSHKeys()
+	keys, err := s.cfg.Keys.SSHKeys()
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +81,7 @@ func (s *SSH) AddSSHKey(ctx context.Context, req gen.AddSSHKeyRequestObject) (ge
 		Comment:   comment,
 		CreatedAt: time.Now().Unix(),
 	}
-	existing, err := s.host.Store().AddSSHKey(rec, MaxAccountKeys)
+	existing, err := s.cfg.Keys.AddSSHKey(rec, MaxAccountKeys)
 	switch {
 	case errors.Is(err, store.ErrSSHKeyExists):
 		return nil, errdefs.New(errdefs.ErrConflict, "the account has this key already, as %s", existing)
@@ -100,7 +100,7 @@ func (s *SSH) AddSSHKey(ctx context.Context, req gen.AddSSHKeyRequestObject) (ge
 
 // DeleteSSHKey removes a key from the account.
 func (s *SSH) DeleteSSHKey(ctx context.Context, req gen.DeleteSSHKeyRequestObject) (gen.DeleteSSHKeyResponseObject, error) {
-	if err := s.host.Store().DeleteSSHKey(req.KeyID); errors.Is(err, store.ErrNotFound) {
+	if err := s.cfg.Keys.DeleteSSHKey(req.KeyID); errors.Is(err, store.ErrNotFound) {
 		return nil, errdefs.NotFound("the account has no SSH key %s", req.KeyID)
 	} else if err != nil {
 		return nil, err

@@ -265,7 +265,7 @@ func (s *SSH) sshPublicKey(ctx gssh.Context, key gssh.PublicKey) bool {
 	if s.fileKeys != nil && s.fileKeys.has(wire) {
 		return true
 	}
-	k, err := s.host.Store().SSHKeyByWire(wire)
+	k, err := s.cfg.Keys.SSHKeyByWire(wire)
 	return err == nil && subtle.ConstantTimeCompare(k.Wire, wire) == 1
 }
 
@@ -278,7 +278,7 @@ func (s *SSH) loggedIn(ctx gssh.Context, user string) bool {
 	if pc == nil || !pc.Authenticated() {
 		return false
 	}
-	if b, err := s.host.Store().Box(user); err == nil {
+	if b, err := s.host.Box(user); err == nil {
 		ctx.SetValue(ctxBoxID{}, b.ID)
 	}
 	return true
@@ -336,7 +336,7 @@ var loginShellArgv = []string{"sh", "-c", "command -v bash >/dev/null 2>&1 && ex
 // sshSFTP serves the sftp subsystem with boxd's sftp server in the box.
 func (s *SSH) sshSFTP(ss gssh.Session) {
 	id, _ := ss.Context().Value(ctxBoxID{}).(string)
-	b, err := s.host.Store().Box(id)
+	b, err := s.host.Box(id)
 	if id == "" || err != nil {
 		fmt.Fprintf(ss.Stderr(), "boxd: %s\n", noSuchBox(ss.User()))
 		_ = ss.Exit(255)
@@ -361,7 +361,7 @@ func (s *SSH) sshRun(ss gssh.Session, start *session.Start, winCh <-chan gssh.Wi
 		return 255
 	}
 	id, _ := ctx.Value(ctxBoxID{}).(string)
-	b, err := s.host.Store().Box(id)
+	b, err := s.host.Box(id)
 	if id == "" || err != nil {
 		return fail(noSuchBox(ss.User()))
 	}
