@@ -54,12 +54,25 @@ func keygenFingerprint(t *testing.T, file string) string {
 // keyRun runs ssh with key alone (no agent, no password) and args.
 func (d *sshd) keyRun(t *testing.T, key string, args ...string) sshResult {
 	t.Helper()
-	common := []string{"-F", "/dev/null", "-p", d.port, "-i", key, "-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none",
+	return d.keyTool(t, "ssh", key, args...)
+}
+
+// keyTool runs tool (ssh, scp or sftp) with key alone (no agent, no
+// password: batch mode, where a password prompt fails) and args.
+func (d *sshd) keyTool(t *testing.T, tool, key string, args ...string) sshResult {
+	t.Helper()
+	portFlag := "-p"
+	if tool != "ssh" {
+		portFlag = "-P"
+	}
+	common := []string{"-F", "/dev/null", portFlag, d.port, "-i", key, "-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none",
 		"-o", "StrictHostKeyChecking=accept-new", "-o", "UserKnownHostsFile=" + filepath.Join(d.dir, "known_hosts"),
 		"-o", "PreferredAuthentications=publickey", "-o", "PasswordAuthentication=no", "-o", "BatchMode=yes",
 		// INFO: ssh says why a channel could not be opened.
 		"-o", "LogLevel=INFO"}
-	cmd := exec.Command("ssh", append(common, args...)...)
+	cmd := exec.Command(tool, append(common, args...)...)
+	// No askpass either: nothing but the key can answer.
+	cmd.Env = append(os.Environ(), "SSH_ASKPASS=/bin/false", "SSH_ASKPASS_REQUIRE=never")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -186,6 +199,102 @@ func TestSSHPublicKeys(t *testing.T) {
 	// The API key is still a password.
 	if r := d.run(t, "ssh", d.key, host, "echo by-password"); r.code != 0 || r.stdout != "by-password\n" {
 		t.Errorf("the API key as the password: %+v", r)
+	}
+}
+
+// TestSCPAndSFTPWithKeys: OpenSSH's scp (over SFTP and over the classic
+// protocol) and sftp -b log in with a key alone, the account's or one of
+// the authorized_keys file, and move a file both ways byte for byte; a
+// key of nobody's is refused and moves nothing.
+func TestSCPAndSFTPWithKeys(t *testing.T) {
+	t.Parallel()
+	account, fromFile, stranger := newSSHKeyPair(t, "ed25519"), newSSHKeyPair(t, "ecdsa"), newSSHKeyPair(t, "ed25519")
+	authorized := filepath.Join(t.TempDir(), "authorized_keys")
+	if err := os.WriteFile(authorized, []byte(fromFile.pub+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := newSSHD(t, "", func(c *local.Config) { c.SSHAuthorizedKeys = authorized })
+	c := d.raw(t)
+	decodeJSON[wireSSHKey](t, "add", c.do("POST", "/v2/ssh-keys", map[string]any{"public_key": account.pub}, nil))
+	id := decodeJSON[wireTab](t, "create", c.do("POST", "/v2/box", map[string]any{"name": "scpbox"}, nil)).ID
+	host := id + "@127.0.0.1"
+
+	dir := t.TempDir()
+	payload := bytes.Repeat([]byte("key login\x00\xff\r\n"), 200_000) // 2.6 MB
+	up := filepath.Join(dir, "payload.bin")
+	if err := os.WriteFile(up, payload, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	same := func(what, file string) {
+		t.Helper()
+		got, err := os.ReadFile(file)
+		if err != nil || !bytes.Equal(got, payload) {
+			t.Errorf("%s: %d bytes back of %d, %v", what, len(got), len(payload), err)
+		}
+	}
+	inBox := func(what, name string) {
+		t.Helper()
+		st := decodeJSON[map[string]any](t, "stat", c.do("GET", "/v2/box/"+id+"/files/stat?path=/workspace/home/"+name, nil, nil))
+		if st["size"] != float64(len(payload)) {
+			t.Errorf("%s: the box's %s is %v", what, name, st)
+		}
+	}
+
+	for _, k := range []struct {
+		what, name string
+		key        sshKeyPair
+	}{{"the account's key", "account", account}, {"a key of the file", "file", fromFile}} {
+		name := k.name
+		// scp over SFTP (OpenSSH's default), both ways.
+		if r := d.keyTool(t, "scp", k.key.file, up, host+":"+name+".scp"); r.code != 0 {
+			t.Fatalf("scp up with %s: %+v", k.what, r)
+		}
+		inBox("scp up with "+k.what, name+".scp")
+		back := filepath.Join(dir, name+".scp.back")
+		if r := d.keyTool(t, "scp", k.key.file, host+":"+name+".scp", back); r.code != 0 {
+			t.Fatalf("scp down with %s: %+v", k.what, r)
+		}
+		same("scp round trip with "+k.what, back)
+		// The classic protocol runs scp in the box, through a command;
+		// to the box's name.
+		if r := d.keyTool(t, "scp", k.key.file, "-O", up, "scpbox@127.0.0.1:"+name+".classic"); r.code != 0 {
+			t.Fatalf("scp -O up with %s: %+v", k.what, r)
+		}
+		inBox("scp -O up with "+k.what, name+".classic")
+		back = filepath.Join(dir, name+".classic.back")
+		if r := d.keyTool(t, "scp", k.key.file, "-O", "scpbox@127.0.0.1:"+name+".classic", back); r.code != 0 {
+			t.Fatalf("scp -O down with %s: %+v", k.what, r)
+		}
+		same("scp -O round trip with "+k.what, back)
+		// sftp -b: a batch file, which stops at the first command that
+		// fails.
+		batch := filepath.Join(dir, name+".batch")
+		back = filepath.Join(dir, name+".sftp.back")
+		if err := os.WriteFile(batch, []byte("mkdir "+name+"\nput "+up+" "+name+"/p.bin\nget "+name+"/p.bin "+back+"\nrm "+name+"/p.bin\nrmdir "+name+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if r := d.keyTool(t, "sftp", k.key.file, "-b", batch, host); r.code != 0 {
+			t.Fatalf("sftp -b with %s: %+v", k.what, r)
+		}
+		same("sftp -b round trip with "+k.what, back)
+		if r := c.do("GET", "/v2/box/"+id+"/files/stat?path=/workspace/home/"+name, nil, nil); r.status != http.StatusNotFound {
+			t.Errorf("sftp -b with %s left its directory: %s", k.what, r)
+		}
+	}
+
+	// A key of nobody's: refused, and nothing lands in the box.
+	if r := d.keyTool(t, "scp", stranger.file, up, host+":stranger.bin"); r.code == 0 || !strings.Contains(r.stderr, "Permission denied (") {
+		t.Errorf("scp with a key of nobody's: %+v", r)
+	}
+	batch := filepath.Join(dir, "stranger.batch")
+	if err := os.WriteFile(batch, []byte("put "+up+" stranger.bin\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := d.keyTool(t, "sftp", stranger.file, "-b", batch, host); r.code == 0 || !strings.Contains(r.stderr, "Permission denied (") {
+		t.Errorf("sftp -b with a key of nobody's: %+v", r)
+	}
+	if r := c.do("GET", "/v2/box/"+id+"/files/stat?path=/workspace/home/stranger.bin", nil, nil); r.status != http.StatusNotFound {
+		t.Errorf("a refused key's file is in the box: %s", r)
 	}
 }
 

@@ -43,9 +43,13 @@ umask 0
 exec tar -x -o -f - -C "$1"`
 	// tarOut writes the entry $2 of the directory $1, and everything
 	// under it, to standard output; $3, when "h", follows $2 itself if it
-	// is a link.
+	// is a link. tar's -h would follow every link under it too, so a
+	// directory is named "$2/.", which tar enters whatever $2 is (a link
+	// included) and archives as $2's entries; -h is kept for a file,
+	// which has nothing under it.
 	tarOut = `command -v tar >/dev/null 2>&1 || { echo "box cp: no tar in this box" >&2; exit 127; }
 cd -- "$1" || exit 1
+if [ "$3" = h ] && [ -d "$2" ]; then exec tar -c -f - "$2/."; fi
 if [ "$3" = h ]; then exec tar -c -h -f - "$2"; fi
 exec tar -c -f - "$2"`
 	noTarStatus = 127
@@ -204,14 +208,10 @@ type tarWriter struct {
 	stats  copyStats
 }
 
-// write archives the local path src, named top, into tw. With follow,
-// src itself is followed if it is a link (nothing under it is).
-func (t *tarWriter) write(tw *tar.Writer, src, top string, follow bool) error {
-	stat := os.Lstat
-	if follow {
-		stat = os.Stat
-	}
-	fi, err := stat(src)
+// write archives the local path src, named top, into tw. A link is
+// archived as a link: nothing is followed.
+func (t *tarWriter) write(tw *tar.Writer, src, top string) error {
+	fi, err := os.Lstat(src)
 	if err != nil {
 		return err
 	}
@@ -338,7 +338,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 
 // uploadTar copies the local src into the box as the absolute path dest,
 // with tar in the box.
-func (a *app) uploadTar(ctx context.Context, b *box.Box, src, dest string, follow bool, w *warner) (copyStats, error) {
+func (a *app) uploadTar(ctx context.Context, b *box.Box, src, dest string, w *warner) (copyStats, error) {
 	t, err := startTar(ctx, b, tarIn, path.Dir(dest))
 	if err != nil {
 		return copyStats{}, err
@@ -354,7 +354,7 @@ func (a *app) uploadTar(ctx context.Context, b *box.Box, src, dest string, follo
 	werr := func() error {
 		bw := bufio.NewWriterSize(t.stdin, 1<<20)
 		tarw := tar.NewWriter(bw)
-		if err := tw.write(tarw, src, path.Base(dest), follow); err != nil {
+		if err := tw.write(tarw, src, path.Base(dest)); err != nil {
 			return err
 		}
 		if err := tarw.Close(); err != nil {
@@ -368,7 +368,9 @@ func (a *app) uploadTar(ctx context.Context, b *box.Box, src, dest string, follo
 	go io.Copy(io.Discard, t.stdout)
 	err = t.wait()
 	finish(bar)
-	if werr != nil {
+	// A box without tar ends the session before the stream is written:
+	// the write fails, but the reason is that there is no tar.
+	if werr != nil && !errors.Is(err, errNoTar) {
 		return tw.stats, werr
 	}
 	return tw.stats, err

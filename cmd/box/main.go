@@ -60,6 +60,9 @@ type app struct {
 	// homes are the home directories of boxes, by id, as the REPL
 	// learnt them for ~ and $HOME.
 	homes map[string]string
+	// noTarSaid are the boxes box cp has said have no tar (it says so
+	// once a run, whatever the number of sources).
+	noTarSaid map[string]bool
 }
 
 // exitError ends the command with a status of its own (box exec returns

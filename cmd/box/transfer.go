@@ -234,8 +234,9 @@ A box path is written <box-id>:<path>, relative paths in it from
 ends in /) receives the copy, and one that is not becomes it; several
 sources need a directory. A local source may be a glob (quoted, so that
 box expands it). The tree travels as one tar stream through tar in the
-box; a box without tar gets the file API, which keeps contents alone,
-and box cp says so.
+box; a box without tar gets the file API, which keeps contents and
+directories alone, and box cp says so (a tar stream and a copy from box
+to box need tar).
 
 - is standard input or output: a file's content, or, to or from a box
 directory, a tar stream of it (as docker cp does).
@@ -343,9 +344,16 @@ func progress(bar *progressbar.ProgressBar) *box.TransferParams {
 	}}
 }
 
-// noTar warns, once, that the box cannot keep what the file API does not
-// carry.
+// noTar warns, once a run, that the box cannot keep what the file API
+// does not carry.
 func (a *app) noTar(b *box.Box) {
+	if a.noTarSaid[b.ID()] {
+		return
+	}
+	if a.noTarSaid == nil {
+		a.noTarSaid = map[string]bool{}
+	}
+	a.noTarSaid[b.ID()] = true
 	fmt.Fprintf(a.stderr, "box: warning: %s has no tar: copying with the file API, which keeps contents and directories but not modes, links or times\n", safe(b.ID()))
 }
 
@@ -391,21 +399,24 @@ func (a *app) upload(ctx context.Context, local string, to remote, follow bool) 
 		finish(bar)
 		return a.copied(err, copyStats{bytes: n, entries: 1}, "stdin", to.box+":"+dest, nil)
 	}
-	stat := os.Lstat
-	if follow {
-		stat = os.Stat
-	}
-	fi, err := stat(local)
-	if err != nil {
-		return err
-	}
 	// As cp -r: into the destination when it is a directory, else the
 	// destination becomes the copy.
 	if intoBoxDir(ctx, b, dest) {
 		dest = path.Join(dest, filepath.Base(filepath.Clean(local)))
 	}
+	if follow {
+		// From here on, what the link names: a walk from the link
+		// itself would not enter the directory behind it.
+		if local, err = filepath.EvalSymlinks(local); err != nil {
+			return err
+		}
+	}
+	fi, err := os.Lstat(local)
+	if err != nil {
+		return err
+	}
 	w := &warner{a: a}
-	st, err := a.uploadTar(ctx, b, local, abs(b, dest), follow, w)
+	st, err := a.uploadTar(ctx, b, local, abs(b, dest), w)
 	if errors.Is(err, errNoTar) {
 		a.noTar(b)
 		st, err = a.uploadAPI(ctx, b, local, dest, fi)
