@@ -352,6 +352,8 @@ func TestEveryOperationSaysWhereItsWireComesFrom(t *testing.T) {
 	}
 	for _, c := range []struct{ op, want string }{
 		{"updateGitConfig", "newer-sdk"}, {"updateGitConfigLegacy", "sdk-0.5.5"}, {"createBox", "sdk-0.5.5"}, {"cancelRun", "sdk-0.5.5"}, {"getBoxRun", "sdk-0.1"},
+		// git.createIssue is in the main branch's client.ts (newest-sdk.md G8).
+		{"gitCreateIssue", "newer-sdk"},
 	} {
 		for _, o := range operations(doc) {
 			if o.op.OperationID == c.op && o.op.Extensions["x-box-evidence"] != c.want {

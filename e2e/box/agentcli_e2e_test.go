@@ -487,3 +487,49 @@ func TestOpenCodeCLI(t *testing.T) {
 
 	checkCancel(t, b, models, "[o]pencode", usage)
 }
+
+// TestVercelGrokCLI runs a Grok model of the newest SDK through boxd with
+// the real Claude Code CLI. The model id is vercel/spacexai/…, and its
+// harness is the one the SDK infers for it. The Vercel AI Gateway is the
+// scripted server here, at the operator's URL for "vercel". The CLI asks
+// the gateway's Anthropic-compatible endpoint for spacexai/grok-4.3 with
+// the key as a bearer token. The id from before the gateway's move
+// (vercel/xai/…, which the 0.5.5 SDK still sends) is accepted and passed
+// on as it is, because boxd keeps no list of models. Whether the gateway
+// serves it is the gateway's call, as on the cloud.
+func TestVercelGrokCLI(t *testing.T) {
+	t.Parallel()
+	requireCLI(t, "claude", "@anthropic-ai/claude-code@2.1.197")
+	models := modeltest.New(t, func(r *modeltest.Request) modeltest.Reply {
+		return modeltest.Reply{Text: "Grok here.", Usage: modeltest.Usage{Input: 100, Output: 5}}
+	})
+	srv := boxtest.NewServer(t, boxtest.WithConfig(func(c *local.Config) {
+		c.ModelProviderURLs = map[string]string{"vercel": models.URL + "/v1"}
+	}))
+	if h := box.InferHarness(box.VercelGrok4_3); h != box.HarnessClaudeCode {
+		t.Fatalf("InferHarness(%s) = %s, want claude-code (vercel/ but not vercel/openai/)", box.VercelGrok4_3, h)
+	}
+	for _, c := range []struct {
+		model   box.Model
+		gateway string // the model id the gateway is asked for
+	}{
+		{box.VercelGrok4_3, "spacexai/grok-4.3"},
+		{"vercel/xai/grok-4.3", "xai/grok-4.3"},
+	} {
+		before := len(models.Requests())
+		b := newBox(t, srv, &box.CreateParams{Agent: &box.AgentOptions{Harness: box.InferHarness(c.model), Model: c.model, APIKey: "vck-scripted-key"}})
+		run, err := b.Agent.Run(t.Context(), &box.AgentParams{Prompt: "Who are you?"})
+		if err != nil || run.Status != box.RunCompleted || run.Result != "Grok here." {
+			t.Fatalf("%s: run = %+v, %v (%d requests to the gateway)", c.model, run, err, len(models.Requests())-before)
+		}
+		reqs := agentRequestsSince(models, before)
+		if len(reqs) == 0 {
+			t.Fatalf("%s: no agent request reached the gateway", c.model)
+		}
+		for _, r := range reqs {
+			if r.API != "anthropic" || r.Model != c.gateway || r.Key != "vck-scripted-key" || !strings.Contains(r.User, "Who are you?") {
+				t.Errorf("%s: the gateway got api %s, model %q, key %q, user %.100q; want anthropic, %q, the box's key", c.model, r.API, r.Model, r.Key, r.User, c.gateway)
+			}
+		}
+	}
+}

@@ -1,13 +1,17 @@
 package box_test
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,10 +24,12 @@ import (
 // reach the server side; it can answer the next ones 503 itself, as a
 // gateway in front of the API would.
 type runFront struct {
-	runs    atomic.Int64 // POST …/run/stream requests received
-	refuse  atomic.Int64 // how many of the next ones to answer 503
-	dials   atomic.Int64 // connections the client tried to open
-	noDials atomic.Int64 // how many of the next dials to refuse
+	runs       atomic.Int64 // POST …/run/stream requests received
+	refuse     atomic.Int64 // how many of the next ones to refuse
+	refuseWith atomic.Int64 // the status they are refused with (0: 503)
+	cut        atomic.Int64 // how many of the next streams to cut after run_start
+	dials      atomic.Int64 // connections the client tried to open
+	noDials    atomic.Int64 // how many of the next dials to refuse
 }
 
 // newRunFront serves srv's API through a counting front and returns a
@@ -36,9 +42,16 @@ func newRunFront(t *testing.T, srv *boxtest.Server, b *box.Box) (*box.Box, *runF
 		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/run/stream") {
 			f.runs.Add(1)
 			if takeOne(&f.refuse) {
+				code := cmp.Or(int(f.refuseWith.Load()), http.StatusServiceUnavailable)
 				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusServiceUnavailable)
-				_, _ = w.Write([]byte(`{"error":"upstream unavailable"}`))
+				w.WriteHeader(code)
+				_, _ = w.Write([]byte(`{"error":"refused by the front"}`))
+				return
+			}
+			if takeOne(&f.cut) {
+				ctx, cancel := context.WithCancel(r.Context())
+				defer cancel()
+				srv.Backend().ServeHTTP(&cutAfterStart{ResponseWriter: w, cancel: cancel}, r.WithContext(ctx))
 				return
 			}
 		}
@@ -74,6 +87,53 @@ func newRunFront(t *testing.T, srv *boxtest.Server, b *box.Box) (*box.Box, *runF
 		t.Fatal(err)
 	}
 	return fb, f
+}
+
+// cutAfterStart passes a run stream through until its run_start event
+// has reached the client, then closes the connection, as a network that
+// fails mid-stream would: the client sees its stream end without a
+// terminal event, and boxd sees a client that went away.
+type cutAfterStart struct {
+	http.ResponseWriter
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	seen   []byte
+	done   bool
+}
+
+var errCut = errors.New("the front cut the connection")
+
+func (c *cutAfterStart) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done {
+		return 0, errCut
+	}
+	n, err := c.ResponseWriter.Write(p)
+	c.seen = append(c.seen, p[:n]...)
+	if i := bytes.Index(c.seen, []byte("event: run_start\n")); i >= 0 && bytes.Contains(c.seen[i:], []byte("\n\n")) {
+		c.cutLocked()
+	}
+	return n, err
+}
+
+// cutLocked sends what was written, then closes the connection.
+func (c *cutAfterStart) cutLocked() {
+	c.done = true
+	rc := http.NewResponseController(c.ResponseWriter)
+	_ = rc.Flush()
+	if conn, _, err := rc.Hijack(); err == nil {
+		conn.Close()
+	}
+	c.cancel()
+}
+
+func (c *cutAfterStart) Flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.done {
+		_ = http.NewResponseController(c.ResponseWriter).Flush()
+	}
 }
 
 // takeOne decrements n if it is positive and reports whether it did.
@@ -241,6 +301,78 @@ func TestAgentRunTimeoutAndRetries(t *testing.T) {
 	}
 	if n, recs := front.runs.Load(), agentRunsWith(t, own, prompt); n != 1 || len(recs) != 1 {
 		t.Errorf("a cancelled run with retries: %d run requests, %d runs; want 1 and 1", n, len(recs))
+	}
+}
+
+// TestAgentRunRetriesBeforeTheStreamOnly checks where Agent.Run draws
+// the line for retries. A 408 or a 429 before the stream opens never
+// started a run, so it is sent again. A connection cut after run_start is
+// not, because the run it started goes on in the box (and is billed on
+// the cloud).
+func TestAgentRunRetriesBeforeTheStreamOnly(t *testing.T) {
+	t.Parallel()
+	srv := boxtest.NewServer(t)
+	own := newAgentBox(t, srv, "")
+	b, front := newRunFront(t, srv, own)
+	ctx := t.Context()
+
+	// The transport's own retries are off (it retries a 429 itself), so
+	// that the second request is Agent.Run's, after its 1 s backoff.
+	for _, code := range []int{http.StatusRequestTimeout, http.StatusTooManyRequests} {
+		front.runs.Store(0)
+		front.refuseWith.Store(int64(code))
+		front.refuse.Store(1)
+		prompt := fmt.Sprintf(`json {"try":"%d"}`, code)
+		start := time.Now()
+		run, err := b.Agent.Run(ctx, &box.AgentParams{Prompt: prompt, MaxRetries: 1}, box.WithMaxRetries(0))
+		took := time.Since(start)
+		if err != nil || run.Status != box.RunCompleted || run.Result != fmt.Sprintf(`{"try":"%d"}`, code) {
+			t.Fatalf("after a %d: %+v, %v", code, run, err)
+		}
+		if n, recs := front.runs.Load(), agentRunsWith(t, own, prompt); n != 2 || len(recs) != 1 {
+			t.Errorf("after a %d: %d run requests, %d runs; want 2 and 1", code, n, len(recs))
+		}
+		if took < time.Second {
+			t.Errorf("after a %d: retried after %v; want Agent.Run's 1 s backoff", code, took)
+		}
+		// Without MaxRetries the status is the answer.
+		front.refuse.Store(1)
+		if _, err := b.Agent.Run(ctx, &box.AgentParams{Prompt: prompt}, box.WithMaxRetries(0)); box.StatusCode(err) != code {
+			t.Errorf("a %d without retries: %v", code, err)
+		}
+		if n := front.runs.Load(); n != 3 {
+			t.Errorf("a %d without retries: %d run requests in all; want 3", code, n)
+		}
+	}
+	front.refuseWith.Store(0)
+
+	// The connection is cut once run_start has reached the client: one
+	// run request, the run's own id and an error come back, and the run
+	// goes on in the box to its end.
+	front.runs.Store(0)
+	front.cut.Store(1)
+	prompt := "sleep 3"
+	start := time.Now()
+	run, err := b.Agent.Run(ctx, &box.AgentParams{Prompt: prompt, MaxRetries: 3}, box.WithMaxRetries(3))
+	took := time.Since(start)
+	if err == nil || errors.Is(err, box.ErrRunTimeout) || errors.Is(err, box.ErrRunCancelled) || box.StatusCode(err) != 0 {
+		t.Fatalf("a stream cut after run_start: %+v, %v; want the transport's error", run, err)
+	}
+	if n := front.runs.Load(); n != 1 {
+		t.Errorf("a stream cut after run_start: %d run requests reached the server; want 1", n)
+	}
+	recs := agentRunsWith(t, own, prompt)
+	if len(recs) != 1 || run == nil || run.ID != recs[0].ID {
+		t.Fatalf("a stream cut after run_start: run %+v, server records %+v; want the one run, with its id", run, recs)
+	}
+	if took >= time.Second {
+		t.Errorf("the call returned %v after it started; want at once, with no backoff", took)
+	}
+	waitFor(t, "the run whose stream was cut to end in the box", func() bool {
+		return agentRunsWith(t, own, prompt)[0].Status == box.RunCompleted
+	})
+	if n, recs := front.runs.Load(), agentRunsWith(t, own, prompt); n != 1 || len(recs) != 1 {
+		t.Errorf("after the cut run ended: %d run requests, %d runs; want 1 and 1", n, len(recs))
 	}
 }
 

@@ -195,49 +195,63 @@ func TestInitCommandChanges(t *testing.T) {
 
 // TestInitCommandAfterRestart: a box whose processes are gone (boxd
 // restarted) runs its init command when it starts again, once: on its
-// next use, or at a resume when it was paused, also with a command set
-// while it was paused.
+// next use, or at a resume when it was paused. A paused box that ran its
+// command at create runs it a second time at that resume, because the
+// start is fresh, not because a change waits. A command set while the
+// box was paused runs once there too.
 func TestInitCommandAfterRestart(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	ctx := t.Context()
-	var used, paused string
+	var used, paused, changed string
 	t.Run("first", func(t *testing.T) {
 		srv := boxtest.NewServer(t, boxtest.WithDataDir(dir))
 		b := newBox(t, srv, &box.CreateParams{InitCommand: "echo run >> init.log"})
-		waitFor(t, "the init command", func() bool { return len(lines(homeFile(srv, b, "init.log"))) == 1 })
+		p := newBox(t, srv, &box.CreateParams{InitCommand: "echo run >> init.log"})
+		for _, b := range []*box.Box{b, p} {
+			waitFor(t, "the init command at create", func() bool { return len(lines(homeFile(srv, b, "init.log"))) == 1 })
+		}
 		used = b.ID()
-		p := newBox(t, srv, nil)
-		mustRun(t, p, "true")
 		if err := p.Pause(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.SetInitCommand(ctx, "echo run >> init.log"); err != nil {
+		paused = p.ID()
+		c := newBox(t, srv, nil)
+		mustRun(t, c, "true")
+		if err := c.Pause(ctx); err != nil {
 			t.Fatal(err)
 		}
-		paused = p.ID()
+		if err := c.SetInitCommand(ctx, "echo run >> init.log"); err != nil {
+			t.Fatal(err)
+		}
+		changed = c.ID()
 	})
 	srv := boxtest.NewServer(t, boxtest.WithDataDir(dir))
-	b, p := mustGet(t, srv, used), mustGet(t, srv, paused)
-	if got := lines(homeFile(srv, b, "init.log")); len(got) != 1 {
-		t.Fatalf("before the box is used again, init.log = %q", got)
+	b, p, c := mustGet(t, srv, used), mustGet(t, srv, paused), mustGet(t, srv, changed)
+	count := func(b *box.Box) int { return len(lines(homeFile(srv, b, "init.log"))) }
+	if got := [3]int{count(b), count(p), count(c)}; got != [3]int{1, 1, 0} {
+		t.Fatalf("before the boxes start again, init.log lines = %v, want [1 1 0]", got)
 	}
 	if got := mustRun(t, b, "true").ExitCode; got != 0 {
 		t.Fatal(got)
 	}
-	waitFor(t, "the init command in the new sandbox", func() bool { return len(lines(homeFile(srv, b, "init.log"))) == 2 })
+	waitFor(t, "the init command in the new sandbox", func() bool { return count(b) == 2 })
 
-	wantStatus(t, p, box.StatusPaused)
-	if err := p.Resume(ctx); err != nil {
-		t.Fatal(err)
+	// Nothing but the resume starts the paused boxes.
+	for _, p := range []*box.Box{p, c} {
+		wantStatus(t, p, box.StatusPaused)
+		if err := p.Resume(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
-	// Nothing but the resume starts the box.
-	waitFor(t, "the init command at the resume", func() bool { return len(lines(homeFile(srv, p, "init.log"))) == 1 })
+	waitFor(t, "the init command at the resume of the box that ran it at create", func() bool { return count(p) == 2 })
+	waitFor(t, "the command set while paused, at the resume", func() bool { return count(c) == 1 })
 
 	time.Sleep(500 * time.Millisecond)
 	mustRun(t, p, "true")
-	if got := [2]int{len(lines(homeFile(srv, b, "init.log"))), len(lines(homeFile(srv, p, "init.log")))}; got != [2]int{2, 1} {
-		t.Errorf("init.log lines = %v, want [2 1]", got)
+	mustRun(t, c, "true")
+	if got := [3]int{count(b), count(p), count(c)}; got != [3]int{2, 2, 1} {
+		t.Errorf("init.log lines = %v, want [2 2 1]", got)
 	}
 }
 

@@ -47,11 +47,12 @@ import (
 // with boxtest because it needs two settings boxtest does not offer: the
 // resolver for test names and an extra trusted root for attach_headers.
 type netServer struct {
-	srv    *local.Server
-	addr   string // host:port of boxd
-	key    string
-	client *box.Client
-	logs   *lockedBuffer
+	srv     *local.Server
+	addr    string // host:port of boxd
+	key     string
+	client  *box.Client
+	logs    *lockedBuffer
+	dataDir string // boxd's
 }
 
 type lockedBuffer struct {
@@ -93,10 +94,10 @@ func newNetServer(t testing.TB, o netOptions) *netServer {
 	}
 	var kb [16]byte
 	_, _ = rand.Read(kb[:])
-	ns := &netServer{key: "box_test_" + hex.EncodeToString(kb[:]), logs: &lockedBuffer{}}
+	ns := &netServer{key: "box_test_" + hex.EncodeToString(kb[:]), logs: &lockedBuffer{}, dataDir: t.TempDir()}
 	srv, err := local.New(local.Config{
 		AllowHostLoopback: !o.offHost, // the test servers on 127.0.0.1 stand in for the network
-		DataDir:           t.TempDir(),
+		DataDir:           ns.dataDir,
 		APIKey:            ns.key,
 		Logger:            slog.New(slog.NewTextHandler(ns.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		EgressRootCAs:     o.roots,
@@ -453,6 +454,99 @@ nohup sh -c 'while [ ! -e /tmp/go ]; do sleep 0.05; done; exec python3 -m http.s
 	if a := <-done; a.err != nil || a.code != 200 || a.body != "second\n" {
 		t.Errorf("the held request = %+v, want 200 %q", a, "second\n")
 	}
+}
+
+// TestPublicURLHoldsThirtySeconds runs the public URL's hold at boxd's
+// default, 30 s. An authenticated request to a paused box's URL wakes the
+// box: the processes the pause froze run again while the request waits.
+// The port never listens, so after 30 s the request is answered 503 with
+// Retry-After: 5, and the box stays awake. The other hold tests shorten
+// the hold. This one keeps it, so it takes half a minute and runs
+// beside the others.
+func TestPublicURLHoldsThirtySeconds(t *testing.T) {
+	t.Parallel()
+	const hold = 30 * time.Second // the issue's and the cloud's; boxd's default
+	ns := newNetServer(t, netOptions{})
+	ctx := t.Context()
+	hc := previewClient(t)
+	b := ns.create(t, nil)
+	ticks := filepath.Join(ns.dataDir, "boxes", b.ID(), "fs", "workspace", "home", "ticks")
+	count := func() int { raw, _ := os.ReadFile(ticks); return bytes.Count(raw, []byte("\n")) }
+	sh(t, b, `nohup sh -c 'while :; do echo tick >> /workspace/home/ticks; sleep 0.1; done' >/dev/null 2>&1 &`)
+	waitFor(t, "the box's ticker", func() bool { return count() > 0 })
+	const port = 8765 // nothing in the box listens on it
+	u, err := b.GetPublicURL(ctx, port, &box.PublicURLParams{BearerToken: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := func() box.Status {
+		t.Helper()
+		st, err := b.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if err := b.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	frozen := count()
+	time.Sleep(500 * time.Millisecond)
+	if st, n := status(), count(); st != box.StatusPaused || n != frozen {
+		t.Fatalf("after the pause: status %s, %d ticks then %d; want paused and frozen", st, frozen, n)
+	}
+
+	type answer struct {
+		code       int
+		retryAfter string
+		body       string
+		took       time.Duration
+		err        error
+	}
+	done := make(chan answer, 1)
+	start := time.Now()
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u.URL+"/", nil)
+		req.Header.Set("Authorization", "Bearer "+u.Token)
+		resp, err := hc.Do(req)
+		if err != nil {
+			done <- answer{err: err, took: time.Since(start)}
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		done <- answer{resp.StatusCode, resp.Header.Get("Retry-After"), string(body), time.Since(start), err}
+	}()
+	for status() == box.StatusPaused {
+		if time.Since(start) > 20*time.Second {
+			t.Fatal("the request did not wake the paused box")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	woke := time.Since(start)
+	waitFor(t, "the box's processes to run again", func() bool { return count() > frozen+2 })
+	select {
+	case a := <-done:
+		t.Fatalf("answered %v after the request, while it should be held: %+v", a.took, a)
+	default:
+	}
+
+	a := <-done
+	t.Logf("the box woke %v after the request; the answer came after %v", woke, a.took)
+	if a.err != nil {
+		t.Fatalf("the held request: %v after %v", a.err, a.took)
+	}
+	if a.code != http.StatusServiceUnavailable || a.retryAfter != "5" || !strings.Contains(a.body, fmt.Sprintf("nothing listened on port %d", port)) {
+		t.Errorf("the held request = %d, Retry-After %q, %q; want 503, 5", a.code, a.retryAfter, a.body)
+	}
+	if a.took < hold || a.took > 2*hold {
+		t.Errorf("the held request was answered after %v; want the 30 s hold", a.took)
+	}
+	if st := status(); st != box.StatusRunning && st != box.StatusIdle {
+		t.Errorf("the box the request woke is %s after the 503", st)
+	}
+	n := count()
+	waitFor(t, "the box's processes to go on after the 503", func() bool { return count() > n })
 }
 
 // buildNetServer builds testdata/netserver for boxes (static, no cgo).

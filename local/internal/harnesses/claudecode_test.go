@@ -248,6 +248,21 @@ func TestClaudeCodeCommand(t *testing.T) {
 			command{args("--model", "anthropic/claude-sonnet-4.6", "x"),
 				map[string]string{"IS_SANDBOX": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "ANTHROPIC_BASE_URL": "https://ai-gateway.vercel.sh", "ANTHROPIC_AUTH_TOKEN": testKey, "ANTHROPIC_API_KEY": ""}, ""},
 		},
+		{
+			// A Grok id of the newest SDK, whose harness it infers as
+			// claude-code (vercel/ but not vercel/openai/): the gateway's
+			// model id is the rest.
+			"vercel grok",
+			Spec{Model: "vercel/spacexai/grok-4.3", Prompt: "x", APIKey: testKey},
+			command{args("--model", "spacexai/grok-4.3", "x"),
+				map[string]string{"IS_SANDBOX": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "ANTHROPIC_BASE_URL": "https://ai-gateway.vercel.sh", "ANTHROPIC_AUTH_TOKEN": testKey, "ANTHROPIC_API_KEY": ""}, ""},
+		},
+		{
+			"vercel grok, the id before the move",
+			Spec{Model: "vercel/xai/grok-4.3", Prompt: "x", APIKey: testKey},
+			command{args("--model", "xai/grok-4.3", "x"),
+				map[string]string{"IS_SANDBOX": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "ANTHROPIC_BASE_URL": "https://ai-gateway.vercel.sh", "ANTHROPIC_AUTH_TOKEN": testKey, "ANTHROPIC_API_KEY": ""}, ""},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := mustCommand(t, h, tc.spec)

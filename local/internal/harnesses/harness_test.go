@@ -118,7 +118,9 @@ func TestKeyEnvFor(t *testing.T) {
 		{"opencode", "openai/gpt-5.3-codex", []string{"OPENAI_API_KEY"}},
 		{"opencode", "opencode/big-pickle", []string{"OPENCODE_API_KEY"}},
 		{"opencode", "openrouter/deepseek/deepseek-r1", []string{"OPENROUTER_API_KEY"}},
-		{"opencode", "vercel/xai/grok-4.3", []string{"AI_GATEWAY_API_KEY"}},
+		{"opencode", "vercel/spacexai/grok-4.3", []string{"AI_GATEWAY_API_KEY"}},
+		{"opencode", "vercel/xai/grok-4.3", []string{"AI_GATEWAY_API_KEY"}}, // before the Grok move: still the gateway's key
+		{"claude-code", "vercel/spacexai/grok-4.7", []string{"AI_GATEWAY_API_KEY"}},
 		{"opencode", "moonshot-ai/kimi-k2", []string{"MOONSHOT_AI_API_KEY"}},
 		{"opencode", "", []string{"OPENCODE_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY", "AI_GATEWAY_API_KEY"}},
 		{"cursor", "cursor/gpt-5.4", []string{"CURSOR_API_KEY"}},

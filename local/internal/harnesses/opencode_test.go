@@ -125,7 +125,23 @@ func TestOpenCodeCommand(t *testing.T) {
 				"OPENCODE_CONFIG_CONTENT", `{"provider":{"openrouter":{"models":{"anthropic/claude-sonnet-4":{"options":{"reasoningEffort":"medium"}}}}}}`), "x"},
 		},
 		{
-			"vercel",
+			// The Grok ids as the newest SDK sends them (box.VercelGrok4_3).
+			"vercel grok",
+			Spec{Model: "vercel/spacexai/grok-4.3", Prompt: "x", APIKey: testKey},
+			command{args("--model", "vercel/spacexai/grok-4.3"), env("AI_GATEWAY_API_KEY", testKey), "x"},
+		},
+		{
+			"vercel grok reasoning",
+			Spec{Model: "vercel/spacexai/grok-4.20-reasoning", Prompt: "x", APIKey: testKey, Options: map[string]any{"reasoningEffort": "high"}},
+			command{args("--model", "vercel/spacexai/grok-4.20-reasoning"), env("AI_GATEWAY_API_KEY", testKey,
+				"OPENCODE_CONFIG_CONTENT", `{"provider":{"vercel":{"models":{"spacexai/grok-4.20-reasoning":{"options":{"reasoningEffort":"high"}}}}}}`), "x"},
+		},
+		{
+			// The id before the gateway's move, which the 0.5.5 SDK still
+			// sends: accepted and passed on unchanged, as every model id
+			// is (boxd keeps no list of models). Whether the gateway still
+			// serves it is the gateway's answer, as on the cloud.
+			"vercel grok, the id before the move",
 			Spec{Model: "vercel/xai/grok-4.3", Prompt: "x", APIKey: testKey},
 			command{args("--model", "vercel/xai/grok-4.3"), env("AI_GATEWAY_API_KEY", testKey), "x"},
 		},
