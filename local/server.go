@@ -398,6 +398,7 @@ func New(cfg Config) (*Server, error) {
 	s.webhooks = webhook.New(s.ctx, s.core.Logf)
 	s.runs = agentrun.New(agentrun.Config{
 		Host:         s.core.NewFeatureHost(),
+		Records:      db,
 		ProviderURLs: cfg.ModelProviderURLs,
 		Browser:      s.browsers,
 		Webhooks:     s.webhooks,
