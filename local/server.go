@@ -406,7 +406,7 @@ func New(cfg Config) (*Server, error) {
 	s.onClose(s.runs.Close)
 	s.onClose(s.core.CloseInits)
 	// Stored schedules get their timers back (package schedules).
-	s.schedules = schedules.New(schedules.Config{Host: s.core.NewFeatureHost(), Runs: s.runs, Webhooks: s.webhooks})
+	s.schedules = schedules.New(schedules.Config{Host: s.core.NewFeatureHost(), Records: db, Runs: s.runs, Webhooks: s.webhooks})
 	s.schedules.Start()
 	s.onClose(s.schedules.Close)
 	chromium, chromiumErr := s.browsers.Chromium()
