@@ -387,6 +387,7 @@ func New(cfg Config) (*Server, error) {
 	s.onClose(s.previews.Close)
 	s.browsers = browsers.New(browsers.Config{
 		Host:         s.core.NewFeatureHost(),
+		Recordings:   db,
 		ChromiumPath: cfg.ChromiumPath,
 		Isolation:    s.cfg.Isolation,
 		ProviderURLs: cfg.ModelProviderURLs,
