@@ -387,6 +387,7 @@ func New(cfg Config) (*Server, error) {
 	s.onClose(s.previews.Close)
 	s.browsers = browsers.New(browsers.Config{
 		Host:         s.core.NewFeatureHost(),
+		Recordings:   db,
 		ChromiumPath: cfg.ChromiumPath,
 		Isolation:    s.cfg.Isolation,
 		ProviderURLs: cfg.ModelProviderURLs,
@@ -398,6 +399,7 @@ func New(cfg Config) (*Server, error) {
 	s.webhooks = webhook.New(s.ctx, s.core.Logf)
 	s.runs = agentrun.New(agentrun.Config{
 		Host:         s.core.NewFeatureHost(),
+		Records:      db,
 		ProviderURLs: cfg.ModelProviderURLs,
 		Browser:      s.browsers,
 		Webhooks:     s.webhooks,
@@ -405,7 +407,7 @@ func New(cfg Config) (*Server, error) {
 	s.onClose(s.runs.Close)
 	s.onClose(s.core.CloseInits)
 	// Stored schedules get their timers back (package schedules).
-	s.schedules = schedules.New(schedules.Config{Host: s.core.NewFeatureHost(), Runs: s.runs, Webhooks: s.webhooks})
+	s.schedules = schedules.New(schedules.Config{Host: s.core.NewFeatureHost(), Records: db, Runs: s.runs, Webhooks: s.webhooks})
 	s.schedules.Start()
 	s.onClose(s.schedules.Close)
 	chromium, chromiumErr := s.browsers.Chromium()

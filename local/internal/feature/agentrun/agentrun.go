@@ -42,7 +42,15 @@ type Host interface {
 	// for those Go started.
 	Go(f func(ctx context.Context)) bool
 	Wait()
-	Store() *store.Store
+}
+
+// Records is the store of run records, the records the feature owns
+// (boxd's *store.Store).
+type Records interface {
+	// PutRun creates or replaces a run record; it fails with
+	// store.ErrNotFound when the run's box is gone.
+	PutRun(r *store.Run) error
+	Run(boxID, runID string) (*store.Run, error)
 }
 
 // Browser is what agent runs need of the browser feature.
@@ -55,6 +63,8 @@ type Browser interface {
 // Config configures the feature.
 type Config struct {
 	Host Host
+	// Records keeps the runs' records.
+	Records Records
 	// ProviderURLs are the operator's model provider URLs
 	// (local.Config.ModelProviderURLs).
 	ProviderURLs map[string]string

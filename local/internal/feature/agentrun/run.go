@@ -213,7 +213,7 @@ type agentRun struct {
 // runs of boxes' agents, and serves their operations.
 type Runs struct {
 	host Host
-	db   *store.Store
+	db   Records
 	cfg  Config
 
 	mu     sync.Mutex
@@ -223,7 +223,7 @@ type Runs struct {
 
 // New returns the agent runs feature.
 func New(cfg Config) *Runs {
-	return &Runs{host: cfg.Host, db: cfg.Host.Store(), cfg: cfg, active: map[string]*agentRun{}}
+	return &Runs{host: cfg.Host, db: cfg.Records, cfg: cfg, active: map[string]*agentRun{}}
 }
 
 // begin registers and starts a run. Its output goes to the returned relay.

@@ -77,7 +77,7 @@ const defaultBrowserModel = "anthropic/claude-sonnet-4-5"
 // URLs.
 type Browsers struct {
 	host        Host
-	db          *store.Store
+	db          Recordings
 	cfg         Config
 	chromium    string
 	chromiumErr error
@@ -120,7 +120,7 @@ type boxBrowser struct {
 func New(cfg Config) *Browsers {
 	bs := &Browsers{
 		host:   cfg.Host,
-		db:     cfg.Host.Store(),
+		db:     cfg.Recordings,
 		cfg:    cfg,
 		models: &http.Client{Timeout: 3 * time.Minute},
 		boxes:  map[string]*boxBrowser{},
@@ -633,7 +633,7 @@ func refuseToken(w http.ResponseWriter, r *http.Request, msg string) {
 
 // running returns the box of a token URL with its browser running.
 func (bs *Browsers) running(w http.ResponseWriter, r *http.Request, id string) (*boxBrowser, *browser.Controller, bool) {
-	b, err := bs.db.Box(id)
+	b, err := bs.host.Box(id)
 	if err != nil {
 		api.Error(w, core.ErrBoxNotFound)
 		return nil, nil, false

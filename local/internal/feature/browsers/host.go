@@ -54,12 +54,26 @@ type Host interface {
 	// OnBoxDeleted registers fn to run each time a box is deleted, once
 	// its sandbox, files and record are gone.
 	OnBoxDeleted(fn func(id string))
-	Store() *store.Store
+}
+
+// Recordings is the store of recording records, the records the feature
+// owns (boxd's *store.Store).
+type Recordings interface {
+	PutRecording(r *store.Recording) error
+	Recording(boxID, id string) (*store.Recording, error)
+	// Recordings returns a box's recordings, newest first, and
+	// AllRecordings every box's.
+	Recordings(boxID string) ([]*store.Recording, error)
+	AllRecordings() ([]*store.Recording, error)
+	DeleteRecording(boxID, id string) error
+	DeleteRecordings(boxID string) error
 }
 
 // Config configures the feature.
 type Config struct {
 	Host Host
+	// Recordings keeps the recordings' records.
+	Recordings Recordings
 	// ChromiumPath: see local.Config.ChromiumPath.
 	ChromiumPath string
 	Isolation    sandbox.Mode

@@ -88,7 +88,7 @@ func (rs *recordings) upkeep(atStart bool) {
 	}
 	now := time.Now()
 	for _, rec := range all {
-		if _, err := db.Box(rec.BoxID); errors.Is(err, store.ErrNotFound) {
+		if _, err := rs.bs.host.Box(rec.BoxID); errors.Is(err, errdefs.ErrNotFound) {
 			_ = db.DeleteRecording(rec.BoxID, rec.ID)
 			continue
 		}
@@ -263,7 +263,7 @@ func (rs *recordings) finish(ar *activeRecording) {
 	}
 	rec.ExpiresAt = rec.EndedAt + int64(recordingRetention/time.Second)
 	db := rs.bs.db
-	if _, err := db.Box(rec.BoxID); errors.Is(err, store.ErrNotFound) {
+	if _, err := rs.bs.host.Box(rec.BoxID); errors.Is(err, errdefs.ErrNotFound) {
 		_ = os.RemoveAll(rs.dir(rec.BoxID, rec.ID))
 	} else if err := db.PutRecording(&rec); err != nil {
 		rs.bs.host.Logger().Error("recordings: cannot store a record", "box", rec.BoxID, "recording", rec.ID, "err", err)
@@ -621,8 +621,12 @@ func (rs *recordings) serveSegment(w http.ResponseWriter, r *http.Request) {
 		api.Error(w, errdefs.NotFound("no such segment"))
 		return
 	}
-	b, err := rs.bs.db.Box(id)
-	if err != nil {
+	b, err := rs.bs.host.Box(id)
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		api.Error(w, err)
+		return
+	case err != nil:
 		api.StoreError(rs.bs.host.Logger(), w, err)
 		return
 	}

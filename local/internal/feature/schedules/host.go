@@ -41,7 +41,30 @@ type Host interface {
 	// OnBoxDeleted registers fn to run each time a box is deleted, once
 	// its sandbox, files and record are gone.
 	OnBoxDeleted(fn func(id string))
-	Store() *store.Store
+}
+
+// Records is the store of schedule records, the records the feature
+// owns, and of the run records its schedules write (boxd's *store.Store).
+type Records interface {
+	PutSchedule(sc *store.Schedule) error
+	Schedule(boxID, id string) (*store.Schedule, error)
+	// Schedules returns a box's schedules, and AllSchedules every box's.
+	Schedules(boxID string) ([]*store.Schedule, error)
+	AllSchedules() ([]*store.Schedule, error)
+	// UpdateSchedule changes a schedule record with f in one transaction.
+	UpdateSchedule(boxID, id string, f func(*store.Schedule) error) (*store.Schedule, error)
+	DeleteSchedule(boxID, id string) error
+	DeleteSchedules(boxID string) error
+
+	// StartScheduleRun stores the record of a scheduled run that has
+	// begun, unless its box is gone.
+	StartScheduleRun(r *store.Run) error
+	// FinishScheduleRun stores a scheduled run's final record and
+	// changes its schedule with f, in one transaction; stored is false
+	// when the box is gone.
+	FinishScheduleRun(r *store.Run, f func(*store.Schedule)) (stored bool, err error)
+	// Runs returns a box's runs, newest first.
+	Runs(boxID string) ([]*store.Run, error)
 }
 
 // Runs starts the agent runs of prompt schedules (agentrun.Runs).
@@ -51,7 +74,9 @@ type Runs interface {
 
 // Config configures the feature.
 type Config struct {
-	Host     Host
+	Host Host
+	// Records keeps the schedules' records.
+	Records  Records
 	Runs     Runs
 	Webhooks *webhook.Sender
 }

@@ -131,7 +131,7 @@ type scheduleWebhook struct {
 // every box, and serves their operations.
 type Schedules struct {
 	host Host
-	db   *store.Store
+	db   Records
 	cfg  Config
 	// ctx ends when boxd closes; exec runs are bound to it.
 	ctx    context.Context
@@ -162,7 +162,7 @@ type inflight struct{ runID string }
 // New returns the schedules feature; Start arms the stored schedules.
 func New(cfg Config) *Schedules {
 	ctx, cancel := context.WithCancel(cfg.Host.Context())
-	sch := &Schedules{host: cfg.Host, db: cfg.Host.Store(), cfg: cfg, ctx: ctx, cancel: cancel, armed: map[string]*armedSchedule{}, running: map[string]*inflight{}}
+	sch := &Schedules{host: cfg.Host, db: cfg.Records, cfg: cfg, ctx: ctx, cancel: cancel, armed: map[string]*armedSchedule{}, running: map[string]*inflight{}}
 	cfg.Host.OnBoxDeleted(sch.forgetBox)
 	return sch
 }
@@ -180,7 +180,7 @@ func (sch *Schedules) Start() {
 	defer sch.mu.Unlock()
 	checked := map[string]bool{}
 	for _, sc := range all {
-		if _, err := sch.db.Box(sc.BoxID); errors.Is(err, store.ErrNotFound) {
+		if _, err := sch.host.Box(sc.BoxID); errors.Is(err, errdefs.ErrNotFound) {
 			_ = sch.db.DeleteSchedule(sc.BoxID, sc.ID)
 			continue
 		}
@@ -321,10 +321,10 @@ type runOutcome struct {
 
 // run runs one activation of sc.
 func (sch *Schedules) run(sc *store.Schedule, at time.Time, fl *inflight) {
-	b, err := sch.db.Box(sc.BoxID)
+	b, err := sch.host.Box(sc.BoxID)
 	if err != nil {
 		sch.ended(sc.ID, fl)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, errdefs.ErrNotFound) {
 			sch.forgetBox(sc.BoxID)
 		}
 		return
@@ -498,7 +498,7 @@ func (sch *Schedules) skip(sc *store.Schedule, at time.Time, prev *inflight) {
 	}
 	if sc.Type == schedulePrompt {
 		rec.Type, rec.Prompt, rec.Model = "agent", sc.Prompt, sc.Model
-		if b, err := sch.db.Box(sc.BoxID); err == nil && rec.Model == "" {
+		if b, err := sch.host.Box(sc.BoxID); err == nil && rec.Model == "" {
 			rec.Model = b.Model
 		}
 	}
