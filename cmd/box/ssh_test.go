@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -48,6 +49,18 @@ func serveSSH(t *testing.T, srv *boxtest.Server) string {
 			t.Errorf("ServeSSH: %v", err)
 		}
 	})
+	// ServeSSH runs in its own goroutine, and the listener answers dials
+	// before it serves: the server's version line says it serves (and
+	// GET /v2/ssh knows its address).
+	c, err := net.DialTimeout("tcp", l.Addr().String(), 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.HasPrefix(line, "SSH-2.0-") {
+		t.Fatalf("boxd's SSH server did not send its version line: %q, %v", line, err)
+	}
 	_, port, _ := net.SplitHostPort(l.Addr().String())
 	return port
 }

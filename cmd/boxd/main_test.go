@@ -898,7 +898,9 @@ func TestFlags(t *testing.T) {
 			t.Fatalf("ssh-keygen -l: %v", err)
 		}
 		fp := strings.Fields(string(out))[1]
-		if want := "boxd: SSH host key fingerprint " + fp + " (ED25519)\n"; !strings.Contains(d.stderr.String(), want) {
+		// stderr is read on a pipe of its own: its line, written before
+		// the ssh line, may come in after it.
+		if want := "boxd: SSH host key fingerprint " + fp + " (ED25519)\n"; !waitFor(10*time.Second, func() bool { return strings.Contains(d.stderr.String(), want) }) {
 			t.Errorf("boxd's stderr has no %q:\n%s", want, d.stderr.String())
 		}
 		b, err := d.client(t, key).Create(t.Context(), nil)

@@ -161,14 +161,17 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "boxd listening on %s (data %s, isolation %s)\n", url, *data, *isolation)
 	fmt.Fprintln(stdout, srv.DescribeRoot())
 	if sshL != nil {
-		host, port, _ := net.SplitHostPort(sshL.Addr().String())
-		fmt.Fprintf(stdout, "ssh on %s port %s: ssh -p %s <box-id>@%s\n", host, port, port, host)
-		// What a client's first connection asks its user to check.
+		// The host key is made (and kept in the data directory) before
+		// SSH is announced, so whoever reads the announcement finds it.
+		// Its fingerprint is what a client's first connection asks its
+		// user to check.
 		_, fp, err := srv.SSHHostKey()
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "boxd: SSH host key fingerprint %s (ED25519)\n", fp)
+		host, port, _ := net.SplitHostPort(sshL.Addr().String())
+		fmt.Fprintf(stdout, "ssh on %s port %s: ssh -p %s <box-id>@%s\n", host, port, port, host)
 		go func() {
 			if err := srv.ServeSSH(ctx, sshL); err != nil {
 				log.Error("SSH server stopped", "err", err)
