@@ -457,6 +457,103 @@ func TestKill9KeepsBoxesAndWrites(t *testing.T) {
 	}
 }
 
+// TestKill9KeepsAcknowledgedRuns SIGKILLs boxd while execs run in one of
+// its boxes, many at once (their run records are committed together),
+// and checks that a new boxd on the same data directory has the run of
+// every exec boxd answered, with its command and outcome, once each.
+func TestKill9KeepsAcknowledgedRuns(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	data := t.TempDir()
+	key := newKey()
+	ctx := t.Context()
+
+	d1 := start(t, nil, "-addr", "127.0.0.1:0", "-data", data, "-api-key", key)
+	c1, err := box.NewClient(box.WithAPIKey(key), box.WithBaseURL(d1.url), box.WithTelemetry(false), box.WithMaxRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c1.Create(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := b.ID()
+	killLeftovers(t, "BOX_ID "+id)
+
+	// Each writer runs execs until boxd is gone; every answered exec is
+	// noted with the status its run must have. Every seventh exits 3.
+	const writers, killAfter = 8, 60
+	var mu sync.Mutex
+	acked := map[string]box.RunStatus{}
+	killed := make(chan struct{})
+	var once sync.Once
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				cmd, want := fmt.Sprintf("echo acked-%d-%d", w, i), box.RunCompleted
+				if i%7 == 6 {
+					cmd, want = fmt.Sprintf("echo acked-%d-%d; exit 3", w, i), box.RunFailed
+				}
+				r, err := b.Exec.Command(ctx, cmd)
+				if err != nil {
+					select {
+					case <-killed:
+						return // boxd is gone
+					default:
+						t.Errorf("exec %q before the kill: %v", cmd, err)
+						return
+					}
+				}
+				if r.Status != want {
+					t.Errorf("exec %q = %+v, want %s", cmd, r, want)
+				}
+				mu.Lock()
+				acked["sh -c "+cmd] = want
+				n := len(acked)
+				mu.Unlock()
+				if n >= killAfter {
+					once.Do(func() {
+						close(killed)
+						_ = syscall.Kill(-d1.cmd.Process.Pid, syscall.SIGKILL)
+					})
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st := d1.waitExit(10 * time.Second)
+	if ws, ok := st.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("boxd ended with %v, want killed by SIGKILL", st)
+	}
+
+	d2 := start(t, nil, "-addr", "127.0.0.1:0", "-data", data, "-api-key", key)
+	got, err := d2.client(t, key).Get(ctx, id, nil)
+	if err != nil {
+		t.Fatalf("Get after restart: %v", err)
+	}
+	runs, err := got.Runs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[string]int{}
+	for _, r := range runs {
+		stored[r.Prompt]++
+		if want, ok := acked[r.Prompt]; ok && r.Status != want {
+			t.Errorf("run %q after restart: status %s, want %s", r.Prompt, r.Status, want)
+		}
+	}
+	if len(acked) < killAfter {
+		t.Fatalf("%d execs answered before the kill, want at least %d", len(acked), killAfter)
+	}
+	for p := range acked {
+		if stored[p] != 1 {
+			t.Errorf("run of answered exec %q stored %d times after restart, want once", p, stored[p])
+		}
+	}
+	t.Logf("%d execs answered, %d runs stored", len(acked), len(runs))
+}
+
 // TestKill9WhilePaused SIGKILLs boxd while one of its boxes is paused.
 // A frozen process cannot act on the SIGKILL its parent's death sends it,
 // so the box's processes outlive boxd while frozen; the next boxd on the
