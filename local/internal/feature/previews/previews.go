@@ -125,8 +125,14 @@ func (pv *Previews) Target(host string) (id string, port int, ok bool) {
 	if i <= 0 {
 		return "", 0, false
 	}
-	port, err := strconv.Atoi(label[i+1:])
-	if err != nil || port < 1 || port > 65535 || label[i+1] == '0' {
+	// The port is decimal digits alone, with no leading zero or sign, so
+	// that each public URL has one name, one origin and one site.
+	digits := label[i+1:]
+	if digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return "", 0, false
+	}
+	port, err := strconv.Atoi(digits)
+	if err != nil || port < 1 || port > 65535 || digits[0] == '0' {
 		return "", 0, false
 	}
 	return label[:i], port, true
