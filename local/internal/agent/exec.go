@@ -174,7 +174,7 @@ func (a *Agent) codeCommand(code, lang, dir string) (*exec.Cmd, func(), error) {
 	_, _ = rand.Read(rnd[:])
 	file := "/tmp/boxd-code-" + hex.EncodeToString(rnd[:]) + ext
 	if err := os.WriteFile(a.fs.real(file), src, 0o600); err != nil {
-		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		if diskFull(err) {
 			return nil, nil, errorf(http.StatusInsufficientStorage, "write snippet: %v", unwrapPath(err))
 		}
 		return nil, nil, fmt.Errorf("write snippet: %w", err)

@@ -68,7 +68,7 @@ func fsError(p string, err error) error {
 		return errorf(http.StatusBadRequest, "file name too long: %s", p)
 	case errors.Is(err, syscall.EROFS):
 		return errorf(http.StatusForbidden, "read-only file system: %s", p)
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+	case diskFull(err):
 		return errorf(http.StatusInsufficientStorage, "%s: %v", p, unwrapPath(err))
 	case errors.Is(err, syscall.EBUSY), errors.Is(err, syscall.ETXTBSY), errors.Is(err, syscall.EMLINK):
 		return errorf(http.StatusConflict, "%s: %v", p, unwrapPath(err))
@@ -551,4 +551,10 @@ func openRegular(real, bp string) (*os.File, os.FileInfo, error) {
 		return nil, nil, fsError(bp, err)
 	}
 	return f, fi, nil
+}
+
+// diskFull reports whether err says the box's disk, or its quota, is full:
+// the box's fault and its own to mend, answered 507.
+func diskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }

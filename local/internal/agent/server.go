@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/upstash/box-go/gen"
@@ -345,7 +344,7 @@ func uploadError(err error) error {
 	if errors.As(err, &ae) {
 		return err
 	}
-	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+	if diskFull(err) {
 		return errorf(http.StatusInsufficientStorage, "writing upload: %v", unwrapPath(err))
 	}
 	return errorf(http.StatusBadRequest, "reading upload: %v", err)
