@@ -182,6 +182,17 @@ type Config struct {
 	// {GitHubURL}/api/v3 (GitHub Enterprise) when GitHubURL is set to
 	// another host.
 	GitHubAPIURL string
+	// WarmPool is how many sandboxes boxd keeps started ahead of creates
+	// for each root and size that creates use: a create then claims a
+	// ready one and gives it its identity, instead of starting one. With
+	// RootHost, the host root's default size is kept from the start; any
+	// other root and size once a create has used it. Zero or less keeps
+	// none, so that the embedded backend and boxtest start only the boxes
+	// asked for; cmd/boxd keeps DefaultWarmPool (its -warm-pool). A ready
+	// sandbox costs about 12 MB of memory and no processor time while it
+	// waits. A create that names a git identity, has a name that is a
+	// host name, or restores a snapshot starts a sandbox of its own.
+	WarmPool int
 	// Root is what a new box's root file system is: RootHost (what empty
 	// means) or RootImage. Boxes keep the root they were created with.
 	Root string
@@ -367,6 +378,7 @@ func New(cfg Config) (*Server, error) {
 		Clock:       cfg.Clock,
 		IdlePause:   cfg.IdlePause,
 		MinFreeDisk: cfg.MinFreeDisk,
+		WarmPool:    cfg.WarmPool,
 		AgentBinary: exe,
 		Images:      s.images,
 		Network:     s.net,
@@ -447,8 +459,23 @@ func New(cfg Config) (*Server, error) {
 	// Expired ephemeral boxes go, and keep-alive boxes with an init
 	// command start again.
 	s.core.Start()
+	if s.images.mode == RootHost {
+		s.core.Prewarm("", "small")
+	}
 	return s, nil
 }
+
+// DefaultWarmPool is cmd/boxd's Config.WarmPool.
+const DefaultWarmPool = 2
+
+// WaitWarmPool waits until the warm pool (Config.WarmPool) is full for
+// every root and size it keeps, or stopped filling short of that (for
+// want of disk or memory), or ctx ends. Tests and benchmarks use it to
+// measure creates against a pool that is ready.
+func (s *Server) WaitWarmPool(ctx context.Context) error { return s.core.WaitWarmPool(ctx) }
+
+// WarmPoolSize is how many ready sandboxes the warm pool holds.
+func (s *Server) WarmPoolSize() int { return s.core.PoolSize() }
 
 func whoRuns() string {
 	if os.Geteuid() == 0 {

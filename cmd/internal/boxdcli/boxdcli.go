@@ -90,6 +90,7 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 		maxImage = n
 		return nil
 	})
+	warmPool := fl.Int("warm-pool", local.DefaultWarmPool, "how many sandboxes to keep started ahead of creates, for each root and size that creates use (0: none); a create claims one instead of starting one")
 	verbose := fl.Bool("v", false, "log debug messages")
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -130,7 +131,7 @@ func run(name string, args []string, stdout, stderr io.Writer) error {
 	// cleanly once it has said it is listening.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv, l, err := local.Listen(local.Config{DataDir: *data, APIKey: key, Isolation: *isolation, Logger: log, GitHubURL: *githubURL, GitHubAPIURL: *githubAPIURL, AllowHostLoopback: *hostLoopback, ModelProviderURLs: providers, IdlePause: idle, Root: *root, Images: images, MinFreeDisk: cmp.Or(minFree, -1), MaxImageSize: cmp.Or(maxImage, -1), SSHAuthorizedKeys: *sshKeys}, *addr)
+	srv, l, err := local.Listen(local.Config{DataDir: *data, APIKey: key, Isolation: *isolation, Logger: log, GitHubURL: *githubURL, GitHubAPIURL: *githubAPIURL, AllowHostLoopback: *hostLoopback, ModelProviderURLs: providers, IdlePause: idle, Root: *root, Images: images, MinFreeDisk: cmp.Or(minFree, -1), MaxImageSize: cmp.Or(maxImage, -1), SSHAuthorizedKeys: *sshKeys, WarmPool: *warmPool}, *addr)
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/upstash/box-go/local/internal/sandbox"
@@ -72,8 +73,10 @@ type OpenFiles struct {
 // Agent serves one box.
 type Agent struct {
 	cfg Config
-	fs  boxFS
-	log *slog.Logger
+	// envMu guards cfg.Env, which boxd may replace (EnvPath).
+	envMu sync.RWMutex
+	fs    boxFS
+	log   *slog.Logger
 	// proxyURL, proxyPort and noProxy are the egress relay's, once it
 	// listens.
 	proxyURL  string
@@ -128,7 +131,9 @@ func (a *Agent) env() []string {
 		}
 	}
 	maps.Copy(base, boxd)
+	a.envMu.RLock()
 	maps.Copy(base, a.cfg.Env)
+	a.envMu.RUnlock()
 	out := make([]string, 0, len(base))
 	for k, v := range base {
 		out = append(out, k+"="+v)

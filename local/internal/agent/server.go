@@ -24,6 +24,7 @@ func (a *Agent) Handler() http.Handler {
 		writeError(w, http.StatusNotFound, "not found")
 	})
 	mux.HandleFunc("POST "+ProcessPath, a.serveProcess)
+	mux.HandleFunc("PUT "+EnvPath, a.serveEnv)
 	mux.Handle(SessionPath, a.sessionHandler())
 	strict := gen.NewStrictHandlerWithOptions(&api{a: a}, nil, gen.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {

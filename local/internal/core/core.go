@@ -81,6 +81,9 @@ type Config struct {
 	IdlePause time.Duration
 	// MinFreeDisk: see local.Config.MinFreeDisk.
 	MinFreeDisk int64
+	// WarmPool is how many ready sandboxes boxd keeps for each root and
+	// size that creates use (pool.go); zero or less keeps none.
+	WarmPool int
 	// AgentBinary is the binary re-executed as a box's agent.
 	AgentBinary string
 	Images      Images
@@ -97,6 +100,8 @@ type Core struct {
 
 	// uids are the locks on the host uids of this boxd's boxes.
 	uids uidLocks
+	// pool holds the sandboxes started ahead of creates (pool.go).
+	pool warmPool
 
 	mu sync.Mutex
 	// rt holds the runtime of each box that has been used, and the
@@ -121,6 +126,7 @@ func New(cfg Config) *Core {
 		cfg.Clock = SystemClock{}
 	}
 	c := &Core{cfg: cfg, ctx: cfg.Context, db: cfg.Store, log: cfg.Log, rt: map[string]*runtime{}}
+	c.pool.init()
 	c.inits = newInits(c)
 	return c
 }
@@ -130,6 +136,7 @@ func New(cfg Config) *Core {
 // back (ephemeral.go), and keep-alive boxes with an init command start
 // again, and it with them; other boxes start when they are next used.
 func (c *Core) Start() {
+	c.sweepUnclaimed()
 	c.armExpiries()
 	if boxes, err := c.db.Boxes(); err == nil {
 		for _, b := range boxes {
@@ -319,17 +326,24 @@ func (c *Core) UpdateBox(id string, f func(*store.Box) error) error {
 // and its sandbox, started in the background. A create that fails leaves
 // nothing behind: no files, no host uid.
 func (c *Core) Create(b *store.Box, fill func(*store.Box) error) error {
-	if err := c.prepare(b); err != nil {
-		_ = c.destroy(b.ID, nil)
-		return fmt.Errorf("prepare box: %w", err)
-	}
-	if fill != nil {
-		if err := fill(b); err != nil {
+	// A sandbox from the warm pool (pool.go) gives b its id.
+	p := c.claim(b, fill)
+	if p == nil {
+		if err := c.prepare(b); err != nil {
 			_ = c.destroy(b.ID, nil)
-			return err
+			return fmt.Errorf("prepare box: %w", err)
+		}
+		if fill != nil {
+			if err := fill(b); err != nil {
+				_ = c.destroy(b.ID, nil)
+				return err
+			}
 		}
 	}
 	if err := c.db.PutBox(b); err != nil {
+		if p != nil {
+			p.sb.Kill()
+		}
 		_ = c.destroy(b.ID, nil)
 		if errors.Is(err, store.ErrNameTaken) {
 			return errdefs.Conflict("a box named %q already exists", b.Name)
@@ -337,7 +351,11 @@ func (c *Core) Create(b *store.Box, fill func(*store.Box) error) error {
 		return err
 	}
 	c.Logf(b.ID, "info", "system", "box created")
-	c.warm(b)
+	if p != nil {
+		c.adopt(b, p)
+	} else {
+		c.warm(b)
+	}
 	if b.Ephemeral {
 		c.expireLater(b)
 	}

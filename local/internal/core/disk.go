@@ -3,6 +3,9 @@ package core
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/upstash/box-go/local/internal/errdefs"
@@ -64,4 +67,20 @@ func bytesText(n int64) string {
 	default:
 		return fmt.Sprintf("%d KB", n/1e3)
 	}
+}
+
+// boxDirs returns the names of the directories under boxes/ in the data
+// directory: one per box that has files.
+func (c *Core) boxDirs() []string {
+	ents, err := os.ReadDir(filepath.Join(c.cfg.DataDir, "boxes"))
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, e := range ents {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "box-") {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids
 }

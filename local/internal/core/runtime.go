@@ -707,7 +707,11 @@ func (c *Core) closeAll() {
 	c.mu.Lock()
 	c.closing = true
 	c.mu.Unlock()
+	c.pool.mu.Lock()
+	c.pool.closed = true
+	c.pool.mu.Unlock()
 	c.bg.Wait()
+	c.closePool()
 	c.mu.Lock()
 	rts := make([]*runtime, 0, len(c.rt))
 	for _, r := range c.rt {

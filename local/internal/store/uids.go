@@ -95,3 +95,15 @@ func uidOf(b *bolt.Bucket, id string) (uint32, bool) {
 }
 
 var errStop = errors.New("stop")
+
+// UIDOwners returns the id of every box that has a host uid.
+func (s *Store) UIDOwners() ([]string, error) {
+	var ids []string
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketUIDs).ForEach(func(_, v []byte) error {
+			ids = append(ids, string(v))
+			return nil
+		})
+	})
+	return ids, err
+}
