@@ -1225,3 +1225,63 @@ func TestHostLoopback(t *testing.T) {
 		}
 	}
 }
+
+// TestKill9TakesTheWarmPoolAlong: the sandboxes of boxd's warm pool die
+// with a boxd killed by SIGKILL, and the boxd started next on the same
+// data removes what they left (their directories), claims none of them,
+// and fills a pool of its own.
+func TestKill9TakesTheWarmPoolAlong(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	data := t.TempDir()
+	key := newKey()
+	dirs := func() []string {
+		ents, _ := os.ReadDir(filepath.Join(data, "boxes"))
+		var ids []string
+		for _, e := range ents {
+			ids = append(ids, e.Name())
+		}
+		return ids
+	}
+	running := func(ids []string) []int {
+		var pids []int
+		for _, id := range ids {
+			pids = append(pids, procsWith("BOX_ID "+id)...)
+		}
+		return pids
+	}
+	d1 := start(t, nil, "-addr", "127.0.0.1:0", "-data", data, "-api-key", key, "-warm-pool", "3")
+	var pooled []string
+	if !waitFor(30*time.Second, func() bool {
+		pooled = dirs()
+		return len(pooled) == 3 && len(running(pooled)) >= 3
+	}) {
+		t.Fatalf("the warm pool of 3 did not fill: directories %v, processes %v", pooled, running(pooled))
+	}
+	for _, id := range pooled {
+		killLeftovers(t, "BOX_ID "+id)
+	}
+	if err := syscall.Kill(-d1.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	d1.waitExit(10 * time.Second)
+	if !waitFor(5*time.Second, func() bool { return len(running(pooled)) == 0 }) {
+		t.Fatalf("pooled sandboxes outlived the killed boxd: %v", running(pooled))
+	}
+
+	d2 := start(t, nil, "-addr", "127.0.0.1:0", "-data", data, "-api-key", key, "-warm-pool", "1")
+	b, err := d2.client(t, key).Create(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(pooled, b.ID()) {
+		t.Errorf("the new boxd gave out %s, a sandbox of the killed one's pool", b.ID())
+	}
+	var now []string
+	if !waitFor(30*time.Second, func() bool {
+		now = dirs()
+		return len(now) == 2 && !slices.ContainsFunc(now, func(id string) bool { return slices.Contains(pooled, id) })
+	}) {
+		t.Errorf("after the restart, box directories %v; the killed boxd's pool had %v", now, pooled)
+	}
+}
