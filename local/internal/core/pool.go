@@ -37,7 +37,8 @@ import (
 //
 // Each key keeps up to Config.WarmPool sandboxes, refilled one at a time
 // behind the claims by one goroutine per key, so that a refill takes at
-// most one processor from the creates it follows. A key is kept once a
+// most one processor from the creates it follows, and only once creates
+// pause (poolQuiet). A key is kept once a
 // create has used it (and from the start for the host root, see
 // Prewarm). A refill waits while the data directory's file system has
 // less than MinFreeDisk free or the machine has less memory available
@@ -65,6 +66,46 @@ type warmPool struct {
 	filling map[poolKey]bool
 	changed chan struct{} // closed and replaced when ready or filling changes
 	closed  bool
+	// lastClaim is when a create last took a sandbox.
+	lastClaim time.Time
+}
+
+// A refill waits until no create has claimed a sandbox for poolQuiet,
+// so that it does not take processor time from the creates of a burst
+// and the first calls to their boxes, but never more than poolMaxDefer
+// in all, so that a steady stream of creates still finds a pool.
+const (
+	poolQuiet    = 50 * time.Millisecond
+	poolMaxDefer = time.Second
+)
+
+// quiet waits until no claim has been made for poolQuiet, or until
+// poolMaxDefer after since, or until ctx ends.
+func (p *warmPool) quiet(ctx context.Context, since time.Time) {
+	for {
+		p.mu.Lock()
+		wake := p.lastClaim.Add(poolQuiet)
+		p.mu.Unlock()
+		wake = minTime(wake, since.Add(poolMaxDefer))
+		d := time.Until(wake)
+		if d <= 0 {
+			return
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 func (p *warmPool) init() {
@@ -105,6 +146,7 @@ func (c *Core) claim(b *store.Box, fill func(*store.Box) error) *pooled {
 		}
 		p := q[0]
 		c.pool.ready[key] = q[1:]
+		c.pool.lastClaim = time.Now()
 		c.pool.notifyLocked()
 		c.pool.mu.Unlock()
 		if err := c.ready(p, Env(b)); err != nil {
@@ -188,7 +230,7 @@ func (c *Core) refill(key poolKey) {
 	c.pool.filling[key] = true
 	c.pool.notifyLocked()
 	c.pool.mu.Unlock()
-	if !c.Go(func(context.Context) { c.fill(key) }) {
+	if !c.Go(func(ctx context.Context) { c.fill(ctx, key) }) {
 		c.pool.mu.Lock()
 		c.pool.filling[key] = false
 		c.pool.notifyLocked()
@@ -198,7 +240,8 @@ func (c *Core) refill(key poolKey) {
 
 // fill starts pooled sandboxes of key, one at a time, until the pool has
 // Config.WarmPool of them, boxd closes, or a start cannot be made.
-func (c *Core) fill(key poolKey) {
+func (c *Core) fill(ctx context.Context, key poolKey) {
+	began := time.Now()
 	defer func() {
 		c.pool.mu.Lock()
 		c.pool.filling[key] = false
@@ -212,6 +255,7 @@ func (c *Core) fill(key poolKey) {
 		if done {
 			return
 		}
+		c.pool.quiet(ctx, began)
 		if err := c.roomForPooled(key); err != nil {
 			c.log.Debug("warm pool not refilled", "size", key.size, "err", err)
 			return
@@ -265,7 +309,22 @@ func (c *Core) startPooled(key poolKey) (*pooled, error) {
 		_ = c.destroy(b.ID, nil)
 		return nil, err
 	}
-	return &pooled{id: b.ID, sb: sb}, nil
+	p := &pooled{id: b.ID, sb: sb}
+	c.warmUp(p)
+	return p, nil
+}
+
+// warmUp runs a command that does nothing through p's agent, as a box's
+// first exec would, so that the first exec of the box that claims it
+// finds the agent's paths for it ready (their code paged in, their
+// goroutines' stacks grown). It leaves nothing behind: the process ends,
+// and no run is recorded. A failure is the claim's to find.
+func (c *Core) warmUp(p *pooled) {
+	cl := agent.NewClient(agent.ClientConfig{BoxID: p.id, Dial: p.sb.Dial})
+	defer cl.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+	defer cancel()
+	_, _ = cl.Exec(ctx, []string{"sh", "-c", ":"}, "")
 }
 
 // closePool kills every pooled sandbox and removes what it had. The fill
