@@ -189,8 +189,8 @@ type Config struct {
 	// other root and size once a create has used it. Zero or less keeps
 	// none, so that the embedded backend and boxtest start only the boxes
 	// asked for; cmd/boxd keeps DefaultWarmPool (its -warm-pool). A ready
-	// sandbox costs about 12 MB of memory and no processor time while it
-	// waits. A create that names a git identity, has a name that is a
+	// sandbox costs about 10 MB of memory (its agent's proportional set
+	// size, bubblewrap's included) and no processor time while it waits. A create that names a git identity, has a name that is a
 	// host name, or restores a snapshot starts a sandbox of its own.
 	WarmPool int
 	// Root is what a new box's root file system is: RootHost (what empty

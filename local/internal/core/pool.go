@@ -84,18 +84,21 @@ const (
 func (p *warmPool) quiet(ctx context.Context, since time.Time) {
 	for {
 		p.mu.Lock()
-		wake := p.lastClaim.Add(poolQuiet)
+		wake := minTime(p.lastClaim.Add(poolQuiet), since.Add(poolMaxDefer))
+		closed, changed := p.closed, p.changed
 		p.mu.Unlock()
-		wake = minTime(wake, since.Add(poolMaxDefer))
 		d := time.Until(wake)
-		if d <= 0 {
+		if d <= 0 || closed {
 			return
 		}
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
+		case <-changed:
 		case <-ctx.Done():
-			t.Stop()
+		}
+		t.Stop()
+		if ctx.Err() != nil {
 			return
 		}
 	}

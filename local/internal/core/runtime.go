@@ -709,6 +709,7 @@ func (c *Core) closeAll() {
 	c.mu.Unlock()
 	c.pool.mu.Lock()
 	c.pool.closed = true
+	c.pool.notifyLocked()
 	c.pool.mu.Unlock()
 	c.bg.Wait()
 	c.closePool()
