@@ -162,9 +162,14 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.core.Busy(b.ID)()
+	// FlushInterval is left at 0: ReverseProxy flushes each write of a
+	// response of unknown length (exec-stream and code-stream, which the
+	// agent sends chunked) and of text/event-stream, and an upgraded
+	// connection (exec-session) is copied as it comes; an answer of known
+	// length (exec's JSON, a download) goes out in the server's buffer
+	// with no flush per write.
 	rp := &httputil.ReverseProxy{
-		Transport:     rt.Transport(),
-		FlushInterval: -1,
+		Transport: rt.Transport(),
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = "box"

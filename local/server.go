@@ -352,6 +352,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("boxd: %w", err)
 	}
 	s.db = db
+	if rec := db.Recovered(); rec.Runs > 0 || rec.Dropped > 0 {
+		s.log.Info("run journal replayed", "runs", rec.Runs, "dropped_deleted_boxes", rec.Dropped)
+	}
+	for _, why := range db.Recovered().Ignored {
+		s.log.Warn("run journal: part ignored (a torn tail is what a power loss leaves)", "detail", why)
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.onClose(func() { s.closeErr = s.db.Close() })
 	// Processes a killed boxd left behind (a paused box's frozen sandbox

@@ -2,6 +2,17 @@
 // snapshots and schedules) in an embedded transactional database (bbolt).
 // Every write is committed and synced to disk before it returns, so a
 // killed boxd restarts with everything it acknowledged.
+//
+// Run records, written for every exec, are the exception that keeps a
+// synced commit off the exec's round trip: PutRun appends the record to a
+// write-ahead journal beside the database with one write(2) and returns,
+// and a background folder commits the journal into the database in
+// batches (one synced commit for many runs). A record PutRun returned for
+// is in the kernel's page cache, so it survives boxd being killed, even
+// with SIGKILL: the next Open replays the journal. A power loss or kernel
+// crash can lose the journal's unsynced tail, the runs of the last moments
+// (Open ignores a torn frame and reports it in Recovered), but never
+// corrupts the database, which is only ever changed by synced commits.
 package store
 
 import (
@@ -10,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -38,14 +50,24 @@ func addBucket(name string) []byte {
 
 // Store is the database.
 type Store struct {
-	db *bolt.DB
+	db       *bolt.DB
+	j        *journal
+	recovery Recovery
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // ErrInUse is returned by Open when another process holds the database.
 var ErrInUse = errors.New("the database is in use")
 
-// Open opens (creating if needed) the database file at path.
-func Open(path string) (*Store, error) {
+// Open opens (creating if needed) the database file at path, and the run
+// journal beside it (path+".journal.0" and ".journal.1"): the run records
+// an earlier process left there are committed before Open returns
+// (Recovered says what it found).
+func Open(path string) (*Store, error) { return open(path, defaultJournalLimits) }
+
+func open(path string, limits journalLimits) (*Store, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("store: %s: %w: another boxd (or box serve) uses this data directory; stop it, or give this one a -data of its own", path, ErrInUse)
@@ -65,11 +87,20 @@ func Open(path string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	return &Store{db: db}, nil
+	s := &Store{db: db}
+	if err := s.openJournal(path, limits); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Close commits the run journal, stops its folder and closes the
+// database. Calls after the first return its result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = errors.Join(s.closeJournal(), s.db.Close()) })
+	return s.closeErr
+}
 
 // PutBox creates or replaces a box record and its name index entry. It
 // fails with ErrNameTaken when another box already has the name.
@@ -177,8 +208,12 @@ func (s *Store) Boxes() ([]*Box, error) {
 	return out, err
 }
 
-// DeleteBox removes a box with its runs, logs and host uid.
+// DeleteBox removes a box with its runs, logs and host uid. Its runs still
+// in the run journal are forgotten; a fold under way when the box goes
+// checks, in its own transaction, that the box is there, so no run of a
+// deleted box is written back, and neither is one that replay finds.
 func (s *Store) DeleteBox(id string) error {
+	s.dropPending(id)
 	return s.db.Update(func(tx *bolt.Tx) error {
 		boxes := tx.Bucket(bucketBoxes)
 		raw := boxes.Get([]byte(id))
@@ -227,21 +262,45 @@ func deletePrefix(b *bolt.Bucket, prefix []byte) error {
 
 // PutRun creates or replaces a run record. It fails with ErrNotFound when
 // the run's box is gone: a deleted box's runs went with it.
+//
+// The record goes to the run journal (see the package doc): when PutRun
+// returns it is safe from a killed boxd, and in the database a moment
+// later. Of two writes of one run, the later wins. r is encoded before
+// PutRun returns, so the caller may change it afterwards.
 func (s *Store) PutRun(r *Run) error {
 	raw, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
+	err = s.db.View(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketBoxes).Get([]byte(r.BoxID)) == nil {
 			return ErrNotFound
 		}
-		return tx.Bucket(bucketRuns).Put(append(boxPrefix(r.BoxID), r.ID...), raw)
+		return nil
 	})
+	if err != nil {
+		return err
+	}
+	// What a commit would refuse is refused now, not in a batch.
+	if len(r.BoxID)+1+len(r.ID) > bolt.MaxKeySize {
+		return berrors.ErrKeyTooLarge
+	}
+	if len(raw) > bolt.MaxValueSize {
+		return berrors.ErrValueTooLarge
+	}
+	return s.journalRun(r.BoxID, r.ID, raw)
 }
 
 // Run returns one run of a box.
+//
+// Run and Runs first commit the run journal (one synced commit, only when
+// records wait in it), so that they read every acknowledged run from the
+// database alone: reads of runs are rare next to the execs that write
+// them, and the database's order and lookups stay the one truth.
 func (s *Store) Run(boxID, runID string) (*Run, error) {
+	if err := s.fold(); err != nil {
+		return nil, err
+	}
 	var r Run
 	err := s.db.View(func(tx *bolt.Tx) error {
 		raw := tx.Bucket(bucketRuns).Get(append(boxPrefix(boxID), runID...))
@@ -258,6 +317,9 @@ func (s *Store) Run(boxID, runID string) (*Run, error) {
 
 // Runs returns a box's runs, newest first.
 func (s *Store) Runs(boxID string) ([]*Run, error) {
+	if err := s.fold(); err != nil {
+		return nil, err
+	}
 	var out []*Run
 	err := s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketRuns).Cursor()
