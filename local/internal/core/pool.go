@@ -38,9 +38,8 @@ import (
 // Each key keeps up to Config.WarmPool sandboxes, refilled one at a time
 // behind the claims by one goroutine per key, so that a refill takes at
 // most one processor from the creates it follows, and only once creates
-// pause (poolQuiet). A key is kept once a
-// create has used it (and from the start for the host root, see
-// Prewarm). A refill waits while the data directory's file system has
+// pause (poolQuiet). A key is kept once a create has used it (and from
+// the start for the host root, see Prewarm). A refill waits while the data directory's file system has
 // less than MinFreeDisk free or the machine has less memory available
 // than the size's limit. Pooled sandboxes die with boxd: Close kills them
 // and removes their files and uids, a killed boxd's sandboxes die with it
@@ -172,12 +171,22 @@ func (c *Core) ready(p *pooled, env map[string]string) error {
 	if len(env) == 0 {
 		return nil
 	}
+	return c.callPooled(p, func(ctx context.Context, cl *agent.Client) error { return cl.SetEnv(ctx, env) })
+}
+
+// callPooled calls p's agent through a client of its own, bounded by
+// poolCallTimeout: p has no runtime yet, whose client would start a
+// sandbox of its own for an id without a record.
+func (c *Core) callPooled(p *pooled, call func(context.Context, *agent.Client) error) error {
 	cl := agent.NewClient(agent.ClientConfig{BoxID: p.id, Dial: p.sb.Dial})
 	defer cl.CloseIdleConnections()
-	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(c.ctx, poolCallTimeout)
 	defer cancel()
-	return cl.SetEnv(ctx, env)
+	return call(ctx, cl)
 }
+
+// poolCallTimeout bounds a call to a pooled sandbox's agent.
+const poolCallTimeout = 10 * time.Second
 
 // adopt makes p's sandbox the running sandbox of box b, just recorded
 // under p's id, as a start of the box would (ensure).
@@ -323,11 +332,10 @@ func (c *Core) startPooled(key poolKey) (*pooled, error) {
 // goroutines' stacks grown). It leaves nothing behind: the process ends,
 // and no run is recorded. A failure is the claim's to find.
 func (c *Core) warmUp(p *pooled) {
-	cl := agent.NewClient(agent.ClientConfig{BoxID: p.id, Dial: p.sb.Dial})
-	defer cl.CloseIdleConnections()
-	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
-	defer cancel()
-	_, _ = cl.Exec(ctx, []string{"sh", "-c", ":"}, "")
+	_ = c.callPooled(p, func(ctx context.Context, cl *agent.Client) error {
+		_, err := cl.Exec(ctx, []string{"sh", "-c", ":"}, "")
+		return err
+	})
 }
 
 // closePool kills every pooled sandbox and removes what it had. The fill
