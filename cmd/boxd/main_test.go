@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -1268,6 +1269,13 @@ func TestKill9TakesTheWarmPoolAlong(t *testing.T) {
 	if !waitFor(5*time.Second, func() bool { return len(running(pooled)) == 0 }) {
 		t.Fatalf("pooled sandboxes outlived the killed boxd: %v", running(pooled))
 	}
+	var groups []string
+	for _, id := range pooled {
+		groups = append(groups, boxCgroups(id)...)
+	}
+	if len(groups) == 0 {
+		t.Logf("the pooled sandboxes %v have no control groups here: their removal is not checked", pooled)
+	}
 
 	d2 := start(t, nil, "-addr", "127.0.0.1:0", "-data", data, "-api-key", key, "-warm-pool", "1")
 	b, err := d2.client(t, key).Create(t.Context(), nil)
@@ -1284,4 +1292,23 @@ func TestKill9TakesTheWarmPoolAlong(t *testing.T) {
 	}) {
 		t.Errorf("after the restart, box directories %v; the killed boxd's pool had %v", now, pooled)
 	}
+	for _, g := range groups {
+		if _, err := os.Stat(g); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("after the restart, the killed boxd's pooled sandbox still has its control group %s (%v)", g, err)
+		}
+	}
+}
+
+// boxCgroups returns the control group directories of the box or pooled
+// sandbox id, in every hierarchy mounted under /sys/fs/cgroup (boxd makes
+// them under its own group, some levels down, as boxd/id).
+func boxCgroups(id string) []string {
+	var dirs []string
+	pattern := "/sys/fs/cgroup"
+	for range 5 {
+		m, _ := filepath.Glob(filepath.Join(pattern, "boxd", id))
+		dirs = append(dirs, m...)
+		pattern = filepath.Join(pattern, "*")
+	}
+	return dirs
 }

@@ -392,8 +392,9 @@ func (c *Core) PoolSize() int {
 }
 
 // sweepUnclaimed removes what a boxd that was killed left of its pooled
-// sandboxes, whose processes died with it: directories under boxes/ and
-// host uids of ids that have no box record. Nothing runs yet.
+// sandboxes, whose processes died with it: control groups, directories
+// under boxes/ and host uids of ids that have no box record. Nothing runs
+// yet.
 func (c *Core) sweepUnclaimed() {
 	ids, err := c.db.UIDOwners()
 	if err != nil {
@@ -409,6 +410,7 @@ func (c *Core) sweepUnclaimed() {
 		if _, err := c.db.Box(id); !errors.Is(err, store.ErrNotFound) {
 			continue
 		}
+		sandbox.Reap(id)
 		if err := c.destroy(id, nil); err != nil {
 			c.log.Warn("cannot remove what a box that was never created left", "box", id, "err", err)
 		}
