@@ -26,7 +26,7 @@ import (
 )
 
 // serveUnix serves h on a new unix socket and returns its path.
-func serveUnix(t *testing.T, h http.Handler) string {
+func serveUnix(t testing.TB, h http.Handler) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "agent.sock")
 	l, err := net.Listen("unix", sock)
@@ -48,7 +48,7 @@ func serveUnix(t *testing.T, h http.Handler) string {
 
 // clientOf returns a client of the agent at sock for box id, whose kept
 // connections close with the test.
-func clientOf(t *testing.T, id, sock string) *Client {
+func clientOf(t testing.TB, id, sock string) *Client {
 	c := NewClient(ClientConfig{BoxID: id, Dial: UnixDialer(sock)})
 	t.Cleanup(c.CloseIdleConnections)
 	return c
@@ -58,7 +58,7 @@ func clientOf(t *testing.T, id, sock string) *Client {
 // directory without isolation (its processes run on this machine), on a
 // unix socket, and returns a client of it that names the box id and the
 // box's tree.
-func realAgent(t *testing.T, id string) (*Client, sandbox.Tree) {
+func realAgent(t testing.TB, id string) (*Client, sandbox.Tree) {
 	t.Helper()
 	tree := sandbox.Tree{Dir: t.TempDir()}
 	for _, d := range []string{filepath.Join(tree.Workspace(), "home"), tree.UserHome(), tree.Tmp()} {
