@@ -22,6 +22,13 @@ import (
 // exec keeps; past it the output is cut and a note is appended.
 const maxCapture = 32 << 20
 
+// outputBufs holds the buffers in which runOutput reads a command's
+// output, so that an exec does not allocate (and clear) two of them.
+var outputBufs = sync.Pool{New: func() any {
+	b := make([]byte, 32<<10)
+	return &b
+}}
+
 // result is what one finished process produced.
 type result struct {
 	ExitCode int
@@ -281,7 +288,9 @@ func (a *Agent) runOutput(ctx context.Context, cmd *exec.Cmd, out, errOut io.Wri
 		go func() {
 			defer wg.Done()
 			defer src.Close()
-			buf := make([]byte, 32<<10)
+			bp := outputBufs.Get().(*[]byte)
+			defer outputBufs.Put(bp)
+			buf := *bp
 			for {
 				n, err := dr.Read(buf)
 				if n > 0 {
