@@ -3,11 +3,14 @@
 package agent
 
 import (
+	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"syscall"
+	"time"
 
 	"github.com/creack/pty"
 )
@@ -36,5 +39,9 @@ func notDumpable() error { return errNotLinux }
 
 // start fails: the agent starts no process here.
 func (a *Agent) start(*exec.Cmd) error { return errNotLinux }
+
+func (a *Agent) runOutput(context.Context, *exec.Cmd, io.Writer, io.Writer, time.Duration, bool) (result, error) {
+	return result{}, errNotLinux
+}
 
 var sessionSignals = map[string]syscall.Signal{}
