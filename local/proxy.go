@@ -168,8 +168,12 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 	// connection (exec-session) is copied as it comes; an answer of known
 	// length (exec's JSON, a download) goes out in the server's buffer
 	// with no flush per write.
+	tr := rt.Transport()
+	if rec != nil {
+		tr = rt.ExecTransport()
+	}
 	rp := &httputil.ReverseProxy{
-		Transport: rt.Transport(),
+		Transport: tr,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = "box"

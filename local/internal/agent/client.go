@@ -148,6 +148,7 @@ type Client struct {
 	boxID string
 	dial  DialFunc
 	tr    *http.Transport
+	held  *heldTransport
 }
 
 // NewClient returns a client for the agent that cfg reaches.
@@ -166,6 +167,7 @@ func NewClient(cfg ClientConfig) *Client {
 		DisableCompression: true,
 		DisableKeepAlives:  cfg.NoKeepAlive,
 	}
+	c.held = &heldTransport{dial: c.dial, noKeepAlive: cfg.NoKeepAlive}
 	return c
 }
 
@@ -173,9 +175,18 @@ func NewClient(cfg ClientConfig) *Client {
 // forwards API clients' data-plane requests to the agent as they are.
 func (c *Client) Transport() http.RoundTripper { return c.tr }
 
+// ExecTransport is the round tripper for boxd's proxy of exec, code and
+// their streams: calls whose small body the agent reads whole, and whose
+// answer waits on a command. It spends no goroutine of its own on a call
+// (see heldTransport).
+func (c *Client) ExecTransport() http.RoundTripper { return c.held }
+
 // CloseIdleConnections closes the kept connections to the agent: they
 // lead to an agent that has gone (its sandbox was replaced or paused).
-func (c *Client) CloseIdleConnections() { c.tr.CloseIdleConnections() }
+func (c *Client) CloseIdleConnections() {
+	c.tr.CloseIdleConnections()
+	c.held.CloseIdleConnections()
+}
 
 // route is the URL of the public route /v2/box/{id}/name, with the box id
 // escaped, and the query q.
