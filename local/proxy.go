@@ -173,7 +173,8 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 		tr = rt.ExecTransport()
 	}
 	rp := &httputil.ReverseProxy{
-		Transport: tr,
+		Transport:  tr,
+		BufferPool: api.ProxyBuffers,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = "box"

@@ -376,7 +376,7 @@ func (pv *Previews) Serve(w http.ResponseWriter, r *http.Request, id string, por
 	r = r.WithContext(context.WithValue(r.Context(), holdKey{}, &hold{until: arrived.Add(held), done: r.Context().Done()}))
 	rp := &httputil.ReverseProxy{
 		Transport:  pv.transport,
-		BufferPool: &previewBufs,
+		BufferPool: api.ProxyBuffers,
 		ErrorLog:   pv.errorLog,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"
@@ -426,20 +426,6 @@ func unavailable(w http.ResponseWriter, r *http.Request, msg string) {
 	fmt.Fprintf(w, "<!doctype html>\n<html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"%s\"><title>Starting</title></head>\n<body><p>%s</p><p>This page reloads itself.</p></body></html>\n",
 		publicURLRetryAfter, html.EscapeString(msg))
 }
-
-// previewBufs are the copy buffers of public URL responses.
-var previewBufs = bufPool{}
-
-type bufPool struct{ p sync.Pool }
-
-func (bp *bufPool) Get() []byte {
-	if b, ok := bp.p.Get().(*[]byte); ok {
-		return *b
-	}
-	return make([]byte, 64<<10)
-}
-
-func (bp *bufPool) Put(b []byte) { bp.p.Put(&b) }
 
 // dial opens a connection to port inside box id through its agent. When
 // nothing listens on the port yet and the request holds (see serve), it
