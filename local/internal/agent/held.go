@@ -97,14 +97,17 @@ func (t *heldTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// get returns a kept connection, or a new one.
+// get returns a kept connection, or a new one. A kept connection the
+// agent has closed (its sandbox ended) is dropped, as http.Transport's
+// reader drops it, so that the call dials, and the dialer finds the agent
+// gone and starts the box again.
 func (t *heldTransport) get(ctx context.Context) (*heldConn, error) {
 	now := time.Now()
 	t.mu.Lock()
 	for len(t.idle) > 0 {
 		hc := t.idle[len(t.idle)-1]
 		t.idle = t.idle[:len(t.idle)-1]
-		if now.Sub(hc.idleSince) < heldIdleTimeout {
+		if now.Sub(hc.idleSince) < heldIdleTimeout && peerOpen(hc.conn) {
 			t.mu.Unlock()
 			return hc, nil
 		}

@@ -146,3 +146,63 @@ func TestExecTransportLetsGo(t *testing.T) {
 		t.Errorf("%d connections, want 3: none of an abandoned call's is used again", n)
 	}
 }
+
+// TestExecTransportDropsAClosedConnection: a kept connection the agent
+// has closed since (its sandbox ended) is not used: the next call dials.
+func TestExecTransportDropsAClosedConnection(t *testing.T) {
+	tree := sandbox.Tree{Dir: t.TempDir()}
+	for _, d := range []string{filepath.Join(tree.Workspace(), "home"), tree.UserHome(), tree.Tmp()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := New(Config{BoxID: "box-test", HostRoot: tree.Dir}, nil)
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{}, 1)
+	srv := &http.Server{Handler: a.withInternal(a.Handler()), ConnState: func(_ net.Conn, st http.ConnState) {
+		if st == http.StateClosed {
+			select {
+			case closed <- struct{}{}:
+			default:
+			}
+		}
+	}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(l)
+	}()
+	t.Cleanup(func() {
+		srv.Close()
+		<-done
+	})
+	var dials atomic.Int32
+	c := NewClient(ClientConfig{BoxID: "box-test", Dial: func(ctx context.Context) (net.Conn, error) {
+		dials.Add(1)
+		return UnixDialer(sock)(ctx)
+	}})
+	t.Cleanup(c.CloseIdleConnections)
+	call := func() {
+		t.Helper()
+		resp, err := c.ExecTransport().RoundTrip(execRequest(t.Context(), t, "exec", "true"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("exec: %d, %v", resp.StatusCode, err)
+		}
+	}
+	call()
+	srv.SetKeepAlivesEnabled(false) // closes the idle connection
+	<-closed
+	call()
+	if n := dials.Load(); n != 2 {
+		t.Errorf("%d connections, want 2", n)
+	}
+}

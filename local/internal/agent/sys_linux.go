@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"errors"
 	"io/fs"
+	"net"
 	"os"
 	"syscall"
 	"unsafe"
@@ -156,4 +158,25 @@ func killTree(pid int) {
 	for p := range seen {
 		_ = kill(p, syscall.SIGKILL)
 	}
+}
+
+// peerOpen reports whether the other end of idle connection c has neither
+// closed it nor sent anything: a read that would block says so.
+func peerOpen(c net.Conn) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return true
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	open := false
+	err = rc.Read(func(fd uintptr) bool {
+		var b [1]byte
+		_, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		open = errors.Is(err, unix.EAGAIN)
+		return true
+	})
+	return err == nil && open
 }
