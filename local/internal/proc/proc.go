@@ -219,3 +219,39 @@ func childrenOf(pid int) []int {
 	}
 	return out
 }
+
+// NSPIDs returns the pids of process pid in each PID namespace it is in,
+// from the one of this process's view down to its own innermost (the
+// NSpid line of /proc/<pid>/status), and its parent's pid. It fails once
+// the process is gone.
+func NSPIDs(pid int) (nspids []int, ppid int, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return nil, 0, err
+	}
+	ppid = -1
+	for line := range strings.Lines(string(b)) {
+		key, val, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch key {
+		case "PPid":
+			if ppid, err = strconv.Atoi(strings.TrimSpace(val)); err != nil {
+				return nil, 0, fmt.Errorf("proc: %d: PPid %q", pid, strings.TrimSpace(val))
+			}
+		case "NSpid":
+			for _, f := range strings.Fields(val) {
+				n, err := strconv.Atoi(f)
+				if err != nil {
+					return nil, 0, fmt.Errorf("proc: %d: NSpid %q", pid, strings.TrimSpace(val))
+				}
+				nspids = append(nspids, n)
+			}
+		}
+	}
+	if len(nspids) == 0 || ppid < 0 {
+		return nil, 0, fmt.Errorf("proc: %d: no NSpid or PPid in its status", pid)
+	}
+	return nspids, ppid, nil
+}

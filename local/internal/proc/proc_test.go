@@ -182,3 +182,31 @@ func TestActivity(t *testing.T) {
 		t.Error("activity of a process that is gone")
 	}
 }
+
+// TestNSPIDs: a process started in a PID namespace of its own has its pid
+// there (1) after its pid here, and its parent's pid here.
+func TestNSPIDs(t *testing.T) {
+	nspids, ppid, err := NSPIDs(os.Getpid())
+	if err != nil || len(nspids) == 0 || nspids[0] != os.Getpid() || ppid != os.Getppid() {
+		t.Fatalf("NSPIDs(self) = %v, %d, %v; want [%d ...], %d", nspids, ppid, err, os.Getpid(), os.Getppid())
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("a PID namespace of its own needs root")
+	}
+	cmd := exec.Command("sleep", "30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	nspids, ppid, err = NSPIDs(cmd.Process.Pid)
+	if err != nil || len(nspids) != 2 || nspids[0] != cmd.Process.Pid || nspids[1] != 1 || ppid != os.Getpid() {
+		t.Errorf("NSPIDs(child in a namespace of its own) = %v, %d, %v; want [%d 1], %d", nspids, ppid, err, cmd.Process.Pid, os.Getpid())
+	}
+	if _, _, err := NSPIDs(1 << 30); err == nil {
+		t.Error("NSPIDs of no process: no error")
+	}
+}

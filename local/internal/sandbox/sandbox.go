@@ -532,7 +532,12 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		cmd.Stdout = spec.Log
 		cmd.Stderr = spec.Log
 	}
-	cmd.SysProcAttr = launcherAttr()
+	// As root, bubblewrap's launcher is the first process of a PID
+	// namespace of the sandbox's own (see launcherAttr). Without root
+	// there is none to make: a box starting when boxd is killed may leave
+	// bubblewrap's child behind, asleep, with nothing of the box started.
+	ownPIDNS := spec.Mode == ModeBwrap && os.Geteuid() == 0
+	cmd.SysProcAttr = launcherAttr(ownPIDNS)
 	if err := launch(); err != nil {
 		return fail(fmt.Errorf("sandbox: start: %w", err))
 	}
@@ -558,6 +563,11 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		if err != nil {
 			<-s.done
 			return nil, fmt.Errorf("sandbox: bubblewrap failed: %v (%v)", s.err, err)
+		}
+		if ownPIDNS {
+			if pid, err = hostPID(cmd.Process.Pid, pid); err != nil {
+				return nil, err
+			}
 		}
 		s.init = pid
 	}

@@ -18,7 +18,8 @@ import (
 var errNotLinux = errors.New("sandbox: boxes run only on Linux")
 
 func openPath(string) (*os.File, error)         { return nil, errNotLinux }
-func launcherAttr() *syscall.SysProcAttr        { return nil }
+func launcherAttr(bool) *syscall.SysProcAttr    { return nil }
+func hostPID(int, int) (int, error)             { return 0, errNotLinux }
 func pidfdOpen(int) (*os.File, error)           { return nil, errNotLinux }
 func pidfdKill(*os.File)                        {}
 func pidfdReaped(*os.File) bool                 { return true }

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"syscall"
 
@@ -27,8 +28,43 @@ func openPath(path string) (*os.File, error) {
 // launcherAttr is how the sandbox's first process (bubblewrap, or the agent
 // without isolation) is started: in a process group of its own, and killed
 // when the thread that started it ends.
-func launcherAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+//
+// With ownPIDNS it is also the first process of a PID namespace of its
+// own, which every process of the sandbox is in too: when it ends, however
+// it ends, the kernel kills all of them. bubblewrap's launcher dies with
+// boxd, but the child it clones into the sandbox's namespaces waits for
+// the launcher's word before it arranges to die with it; a launcher killed
+// in between (boxd killed while a box starts) would leave that child
+// waiting for good, outside anything boxd knows of.
+func launcherAttr(ownPIDNS bool) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if ownPIDNS {
+		a.Cloneflags = syscall.CLONE_NEWPID
+	}
+	return a
+}
+
+// hostPID returns the pid here of the child of launcher whose pid in
+// launcher's PID namespace is nsPID (bubblewrap reports its child's pid as
+// its own namespace numbers it). Pids are given out in order, so the
+// child is looked for just after its launcher first, and among all of the
+// launcher's children after that.
+func hostPID(launcher, nsPID int) (int, error) {
+	is := func(pid int) bool {
+		nspids, ppid, err := proc.NSPIDs(pid)
+		return err == nil && ppid == launcher && len(nspids) >= 2 && nspids[1] == nsPID
+	}
+	for pid := launcher + 1; pid <= launcher+64; pid++ {
+		if is(pid) {
+			return pid, nil
+		}
+	}
+	for _, pid := range proc.Children(launcher) {
+		if is(pid) {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("sandbox: no child %d of bubblewrap (%d)", nsPID, launcher)
 }
 
 // pidfdOpen returns a pidfd of process pid.
