@@ -16,6 +16,7 @@ import (
 	"github.com/upstash/box-go/gen"
 	"github.com/upstash/box-go/local/internal/api"
 	"github.com/upstash/box-go/local/internal/core"
+	"github.com/upstash/box-go/local/internal/proxybuf"
 	"github.com/upstash/box-go/local/internal/store"
 )
 
@@ -174,7 +175,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 	}
 	rp := &httputil.ReverseProxy{
 		Transport:  tr,
-		BufferPool: api.ProxyBuffers,
+		BufferPool: proxybuf.Pool,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = "box"

@@ -60,6 +60,14 @@ func clientOf(t testing.TB, id, sock string) *Client {
 // box's tree.
 func realAgent(t testing.TB, id string) (*Client, sandbox.Tree) {
 	t.Helper()
+	h, tree := agentHandler(t)
+	return clientOf(t, id, serveUnix(t, h)), tree
+}
+
+// agentHandler returns the handler of a real agent for box-test, laid
+// out in a temporary directory without isolation, and the box's tree.
+func agentHandler(t testing.TB) (http.Handler, sandbox.Tree) {
+	t.Helper()
 	tree := sandbox.Tree{Dir: t.TempDir()}
 	for _, d := range []string{filepath.Join(tree.Workspace(), "home"), tree.UserHome(), tree.Tmp()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -67,7 +75,7 @@ func realAgent(t testing.TB, id string) (*Client, sandbox.Tree) {
 		}
 	}
 	a := New(Config{BoxID: "box-test", HostRoot: tree.Dir}, nil)
-	return clientOf(t, id, serveUnix(t, a.withInternal(a.Handler()))), tree
+	return a.withInternal(a.Handler()), tree
 }
 
 // wantAgentError checks that err is an *Error of status whose message

@@ -9,29 +9,25 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/upstash/box-go/local/internal/sandbox"
 )
 
 // heldAgent serves a real agent and returns a client of it whose dials
 // are counted.
 func heldAgent(t *testing.T) (*Client, *atomic.Int32) {
 	t.Helper()
-	tree := sandbox.Tree{Dir: t.TempDir()}
-	for _, d := range []string{filepath.Join(tree.Workspace(), "home"), tree.UserHome(), tree.Tmp()} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	a := New(Config{BoxID: "box-test", HostRoot: tree.Dir}, nil)
-	sock := serveUnix(t, a.withInternal(a.Handler()))
+	h, _ := agentHandler(t)
+	return countingClient(t, serveUnix(t, h))
+}
+
+// countingClient returns a client of the agent at sock whose dials are
+// counted.
+func countingClient(t *testing.T, sock string) (*Client, *atomic.Int32) {
 	var dials atomic.Int32
 	dial := UnixDialer(sock)
 	c := NewClient(ClientConfig{BoxID: "box-test", Dial: func(ctx context.Context) (net.Conn, error) {
@@ -150,20 +146,14 @@ func TestExecTransportLetsGo(t *testing.T) {
 // TestExecTransportDropsAClosedConnection: a kept connection the agent
 // has closed since (its sandbox ended) is not used: the next call dials.
 func TestExecTransportDropsAClosedConnection(t *testing.T) {
-	tree := sandbox.Tree{Dir: t.TempDir()}
-	for _, d := range []string{filepath.Join(tree.Workspace(), "home"), tree.UserHome(), tree.Tmp()} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	a := New(Config{BoxID: "box-test", HostRoot: tree.Dir}, nil)
+	h, _ := agentHandler(t)
 	sock := filepath.Join(t.TempDir(), "agent.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	closed := make(chan struct{}, 1)
-	srv := &http.Server{Handler: a.withInternal(a.Handler()), ConnState: func(_ net.Conn, st http.ConnState) {
+	srv := &http.Server{Handler: h, ConnState: func(_ net.Conn, st http.ConnState) {
 		if st == http.StateClosed {
 			select {
 			case closed <- struct{}{}:
@@ -180,12 +170,7 @@ func TestExecTransportDropsAClosedConnection(t *testing.T) {
 		srv.Close()
 		<-done
 	})
-	var dials atomic.Int32
-	c := NewClient(ClientConfig{BoxID: "box-test", Dial: func(ctx context.Context) (net.Conn, error) {
-		dials.Add(1)
-		return UnixDialer(sock)(ctx)
-	}})
-	t.Cleanup(c.CloseIdleConnections)
+	c, dials := countingClient(t, sock)
 	call := func() {
 		t.Helper()
 		resp, err := c.ExecTransport().RoundTrip(execRequest(t.Context(), t, "exec", "true"))

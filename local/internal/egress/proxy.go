@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"golang.org/x/net/netutil"
+
+	"github.com/upstash/box-go/local/internal/proxybuf"
 )
 
 // Rules are what the proxy applies to one box's traffic. The proxy asks
@@ -624,25 +626,12 @@ func (b *boxProxy) refuse(w http.ResponseWriter, err error) {
 	http.Error(w, "boxd egress: "+err.Error(), http.StatusBadGateway)
 }
 
-var proxyBufs = bufferPool{}
-
-type bufferPool struct{ p sync.Pool }
-
-func (bp *bufferPool) Get() []byte {
-	if b, ok := bp.p.Get().(*[]byte); ok {
-		return *b
-	}
-	return make([]byte, 64<<10)
-}
-
-func (bp *bufferPool) Put(b []byte) { bp.p.Put(&b) }
-
 // forward sends r to scheme://authority, adding the headers in add, and
 // copies the answer back (WebSocket upgrades included).
 func (b *boxProxy) forward(w http.ResponseWriter, r *http.Request, scheme, authority string, add http.Header) {
 	rp := &httputil.ReverseProxy{
 		Transport:  b.transport,
-		BufferPool: &proxyBufs,
+		BufferPool: proxybuf.Pool,
 		ErrorLog:   b.p.errorLog,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = scheme

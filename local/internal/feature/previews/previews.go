@@ -25,6 +25,7 @@ import (
 	"github.com/upstash/box-go/local/internal/core"
 	"github.com/upstash/box-go/local/internal/egress"
 	"github.com/upstash/box-go/local/internal/errdefs"
+	"github.com/upstash/box-go/local/internal/proxybuf"
 	"github.com/upstash/box-go/local/internal/store"
 	"github.com/upstash/box-go/local/internal/wire"
 )
@@ -376,7 +377,7 @@ func (pv *Previews) Serve(w http.ResponseWriter, r *http.Request, id string, por
 	r = r.WithContext(context.WithValue(r.Context(), holdKey{}, &hold{until: arrived.Add(held), done: r.Context().Done()}))
 	rp := &httputil.ReverseProxy{
 		Transport:  pv.transport,
-		BufferPool: api.ProxyBuffers,
+		BufferPool: proxybuf.Pool,
 		ErrorLog:   pv.errorLog,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"
