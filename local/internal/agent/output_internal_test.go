@@ -109,3 +109,24 @@ func TestOutputWithoutPidfd(t *testing.T) {
 		t.Errorf("cancelled: %v, want %v", err, context.Canceled)
 	}
 }
+
+// TestOutputChattyJobCannotHoldTheCall: a job the command leaves writing
+// without end holds the call for drainMax at most after the exit, and
+// what the command itself wrote comes whole.
+func TestOutputChattyJobCannotHoldTheCall(t *testing.T) {
+	cmd := groupCmd(`echo first; (while :; do echo chatter; done) & exit 4`)
+	var out bytes.Buffer
+	start := time.Now()
+	res, err := (&Agent{}).runOutput(t.Context(), cmd, &out, nil, time.Minute, false)
+	d := time.Since(start)
+	killTree(cmd.Process.Pid)
+	if err != nil || res.ExitCode != 4 {
+		t.Fatalf("runOutput: %+v, %v", res, err)
+	}
+	if !strings.HasPrefix(out.String(), "first\n") {
+		t.Errorf("output starts %q, want the command's own line first", out.String()[:min(out.Len(), 40)])
+	}
+	if d > drainMax+2*time.Second {
+		t.Errorf("the call took %s with a chatty job", d)
+	}
+}
