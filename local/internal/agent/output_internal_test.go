@@ -130,3 +130,23 @@ func TestOutputChattyJobCannotHoldTheCall(t *testing.T) {
 		t.Errorf("the call took %s with a chatty job", d)
 	}
 }
+
+// TestOutputStdinHeldByAJob: a command given more input than a pipe
+// holds exits without reading it, leaving a job that holds its standard
+// input and reads nothing. The call ends once the output is drained, not
+// with the job: the rest of the input is dropped.
+func TestOutputStdinHeldByAJob(t *testing.T) {
+	cmd := groupCmd(`exec 3<&0; (exec sleep 30 <&3 3<&-) & echo done`)
+	cmd.Stdin = bytes.NewReader(make([]byte, 1<<20))
+	var out bytes.Buffer
+	start := time.Now()
+	res, err := (&Agent{}).runOutput(t.Context(), cmd, &out, nil, time.Minute, false)
+	d := time.Since(start)
+	killTree(cmd.Process.Pid)
+	if err != nil || res.ExitCode != 0 || out.String() != "done\n" {
+		t.Errorf("runOutput: %+v, %v, output %q", res, err, out.String())
+	}
+	if d > drainMax+2*time.Second {
+		t.Errorf("the call took %s with a job holding its input", d)
+	}
+}

@@ -72,7 +72,11 @@ func (a *Agent) runOutput(ctx context.Context, cmd *exec.Cmd, out, errOut io.Wri
 		pipes = append(pipes, stderr)
 		cmd.Stderr = ew
 	}
-	cmd.WaitDelay = 0 // the outputs are files: Wait copies nothing out
+	// The outputs are files, so Wait copies nothing out; an input that is
+	// not a file is copied in, and a job the command left holding it, not
+	// reading, would hold Wait (and the call) for as long as it lives.
+	// What the command did not read in drainMax after its exit is dropped.
+	cmd.WaitDelay = drainMax
 	err = a.start(cmd)
 	w.Close()
 	if ew != nil {
@@ -307,7 +311,7 @@ func (l *outputLoop) run() (result, error) {
 	}
 	l.res.TimedOut = l.timedOut
 	var ee *exec.ExitError
-	if waitErr != nil && !errors.As(waitErr, &ee) {
+	if waitErr != nil && !errors.As(waitErr, &ee) && !errors.Is(waitErr, exec.ErrWaitDelay) {
 		return l.res, waitErr
 	}
 	return l.res, l.readErr
