@@ -267,8 +267,8 @@ func (l *outputLoop) run() (result, error) {
 		}
 		n, err := l.wait(l.nextWake(now))
 		if err != nil {
-			killTree(l.cmd.Process.Pid)
 			if !l.exited {
+				killTree(l.cmd.Process.Pid)
 				_ = l.cmd.Wait()
 			}
 			return l.res, err
