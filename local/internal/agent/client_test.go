@@ -28,12 +28,18 @@ import (
 // serveUnix serves h on a new unix socket and returns its path.
 func serveUnix(t testing.TB, h http.Handler) string {
 	t.Helper()
+	return serveUnixWith(t, &http.Server{Handler: h})
+}
+
+// serveUnixWith runs srv on a new unix socket until the test ends and
+// returns the socket's path.
+func serveUnixWith(t testing.TB, srv *http.Server) string {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "agent.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: h}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -147,11 +146,6 @@ func TestExecTransportLetsGo(t *testing.T) {
 // has closed since (its sandbox ended) is not used: the next call dials.
 func TestExecTransportDropsAClosedConnection(t *testing.T) {
 	h, _ := agentHandler(t)
-	sock := filepath.Join(t.TempDir(), "agent.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
 	closed := make(chan struct{}, 1)
 	srv := &http.Server{Handler: h, ConnState: func(_ net.Conn, st http.ConnState) {
 		if st == http.StateClosed {
@@ -161,16 +155,7 @@ func TestExecTransportDropsAClosedConnection(t *testing.T) {
 			}
 		}
 	}}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(l)
-	}()
-	t.Cleanup(func() {
-		srv.Close()
-		<-done
-	})
-	c, dials := countingClient(t, sock)
+	c, dials := countingClient(t, serveUnixWith(t, srv))
 	call := func() {
 		t.Helper()
 		resp, err := c.ExecTransport().RoundTrip(execRequest(t.Context(), t, "exec", "true"))
