@@ -5,8 +5,6 @@ package sandbox
 import (
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -61,28 +59,17 @@ func TestLauncherTakesItsChildAlong(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !living(child) {
+	living := func() bool { st := stateOf(child); return st != 0 && st != 'Z' && st != 'X' }
+	if !living() {
 		t.Fatalf("bubblewrap's child %d is not waiting for its launcher", child)
 	}
 
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	killed = true
-	for deadline := time.Now().Add(10 * time.Second); living(child); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); living(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("bubblewrap's child %d outlived its killed launcher by 10s", child)
 		}
 	}
-}
-
-// living reports whether process pid exists and has not ended (a zombie
-// has).
-func living(pid int) bool {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(raw), ')')
-	state := strings.TrimSpace(string(raw[i+1:]))
-	return !strings.HasPrefix(state, "Z") && !strings.HasPrefix(state, "X")
 }
